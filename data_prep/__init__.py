@@ -1,0 +1,1 @@
+"""Dataset converters: original public release files -> the project's verl-ready parquet schema."""

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included: unit tests (seconds), then integration tests (tiny models).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/setup_env.sh"
+cd "$root"
+exec "$root/.venv/bin/python" -m pytest tests/unit tests/integration "$@"

@@ -1,0 +1,59 @@
+"""verl-masopd: multi-agent on-policy distillation (MAS-OPD) and its baselines on verl."""
+
+from setuptools import find_packages, setup
+
+INSTALL_REQUIRES = [
+    "verl==0.9.1",
+    # The CPU build 2.13.0 is installed first (constraints.txt); the gpu extra pins verl's tested torch.
+    "torch>=2.11,<2.14",
+    "transformers>=5.5.3,<5.11,!=5.6.0",
+    "tokenizers>=0.21",
+    "ray[default]>=2.41",
+    "tensordict>=0.8.0,<=0.10.0,!=0.9.0",
+    "hydra-core>=1.3",
+    "omegaconf>=2.3",
+    "math-verify>=0.8",
+    "pandas>=2.0",
+    "pyarrow>=19.0.0",
+    "numpy>=2.0.0",
+    "tqdm",
+    # Modules verl 0.9.1 imports without declaring them in its base requirements.
+    "pillow",
+    "cachetools",
+    "uvicorn",
+    "fastapi",
+    "aiohttp",
+    "pyzmq",
+    "msgspec",
+]
+
+EXTRAS_REQUIRE = {
+    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout"],
+    # verl 0.9.1's tested GPU stack (its `vllm` and `fsdp` extras); never installed in CI.
+    "gpu": [
+        "torch==2.11.0",
+        "transformers==5.9.0",
+        "vllm==0.24.0",
+        "flash-attn==2.8.3",
+    ],
+}
+
+setup(
+    name="verl-masopd",
+    version="0.1.0",
+    description="MAS-OPD (on-policy distillation for multi-agent systems) and its baselines on verl",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["verl_masopd", "verl_masopd.*", "data_prep", "data_prep.*"]),
+    package_data={"verl_masopd": ["config/*.yaml", "config/**/*.yaml"], "data_prep": ["*.md"]},
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    entry_points={
+        "verl.plugins": ["verl_masopd = verl_masopd.plugin"],
+        "console_scripts": [
+            "masopd-train = verl_masopd.trainer.main:main",
+            "masopd-eval = verl_masopd.eval.__main__:main",
+        ],
+    },
+)

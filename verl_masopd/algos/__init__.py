@@ -1,0 +1,1 @@
+"""Advantage estimators and policy losses, registered into verl's registries on import."""

@@ -1,0 +1,1 @@
+"""Evaluation of frozen policies on benchmark parquet files."""

@@ -1,0 +1,1 @@
+"""The multi-agent rollout manager: episodes over generation backends, per-policy training batches."""

@@ -1,0 +1,1 @@
+"""The training loop: one verl engine worker group per policy, a teacher worker group."""

@@ -1,0 +1,1 @@
+"""Math answer equivalence (math-verify) and program-output comparison."""

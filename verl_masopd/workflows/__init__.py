@@ -1,0 +1,1 @@
+"""The multi-agent systems as pure Python (no torch): roles, prompts, parsing, steps, rewards, attribution."""

@@ -1,0 +1,166 @@
+"""The workflow interface: what a multi-agent system implements to be played, judged and distilled.
+
+A workflow is one file with one `Workflow` subclass (tinker-cookbook's render / parse / step /
+judge split). The rollout manager drives it turn by turn; `teacher/` re-renders recorded turns
+under other role conditions; estimators read the `Judgement`. Nothing here imports torch.
+
+Episode timeline (METHOD.md §1): at turn t every agent sees `render(episode, agent, t)`, built
+from `episode.turns[:t]` only; all agents act on the same state; `step` executes, records the
+turn and sets `episode.done` on agreement or at the horizon.
+
+Information flow rule: `Turn.report` and `Turn.actions` are what agents may see. `Turn.verifier`
+holds verifier-only evidence (golden-test results, reference checks, answer checks) and must
+never be rendered into any agent's prompt.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from verl_masopd.workflows.problem import Problem
+
+HOLD, REVISE = "hold", "revise"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One seat of the system: `name` is unique (e.g. "coder_1"), `index` counts within the role."""
+
+    name: str
+    role: str
+    index: int
+
+
+@dataclass
+class Action:
+    """One agent's output at one turn: the raw text and what the workflow parsed from it.
+
+    `fields` holds the parsed pieces (e.g. "code", "test_input", "test_output", "answer");
+    `error` says why parsing failed (empty output, no code block, ...), or is None.
+    """
+
+    agent: Agent
+    text: str
+    fields: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class Turn:
+    """What happened at one turn.
+
+    `report`: the execution report every agent sees next turn ("" when there is none).
+    `agreed`: the environment found the two roles' outputs in agreement.
+    `verifier`: verifier-only evidence, never shown to an agent.
+    """
+
+    index: int
+    actions: dict[str, Action]
+    report: str
+    agreed: bool
+    verifier: dict = field(default_factory=dict)
+
+
+@dataclass
+class Episode:
+    problem: Problem
+    agents: tuple[Agent, ...]
+    turns: list[Turn] = field(default_factory=list)
+    done: bool = False
+
+    def agent(self, name: str) -> Agent:
+        return next(a for a in self.agents if a.name == name)
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A role-local reward of D.4 at one turn: `value` = Σ w·term over the terms in `terms`.
+
+    `mask` is False when the evidence the reward needs was unavailable (the value is then 0).
+    """
+
+    value: float
+    mask: bool
+    terms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Judgement:
+    """The verdict on a finished episode.
+
+    `correct`: the submission solves the problem (code: passes every golden test; math: ≡ y*).
+    `team`: the team signal of D.4, broadcast to every turn (code: golden pass fraction of the
+    submission; math: 1[ŷ ≡ y*]). `local[(t, agent_name)]`: the role-local reward of that action.
+    """
+
+    correct: bool
+    team: float
+    submission: str | None
+    local: dict[tuple[int, str], Reward] = field(default_factory=dict)
+
+
+@dataclass
+class Attribution:
+    """a^t of METHOD.md §3 for a turn that ended in conflict.
+
+    `verdicts[agent_name]`: whether that agent's output is correct, None when the check could not
+    run (e.g. no reference solution). `decisions[agent_name]`: HOLD for a correct output, REVISE
+    otherwise. `source`: "rules" or "model".
+    """
+
+    turn: int
+    verdicts: dict[str, bool | None]
+    decisions: dict[str, str]
+    source: str = "rules"
+
+    @property
+    def complete(self) -> bool:
+        return all(v is not None for v in self.verdicts.values())
+
+
+class Workflow(ABC):
+    """One multi-agent (or single-agent) system. Subclasses set `name`, `domain` and `roles`."""
+
+    name: ClassVar[str]
+    domain: ClassVar[str]
+    roles: ClassVar[tuple[str, ...]]
+
+    def __init__(self, agents_per_role: int = 1, horizon: int = 4):
+        if agents_per_role < 1:
+            raise ValueError(f"workflow.agents_per_role must be >= 1, got {agents_per_role}")
+        if horizon < 1:
+            raise ValueError(f"workflow.horizon must be >= 1, got {horizon}")
+        self.agents_per_role = agents_per_role
+        self.horizon = horizon
+        self.agents = tuple(Agent(f"{r}_{i}", r, i) for r in self.roles for i in range(agents_per_role))
+
+    def reset(self, problem: Problem) -> Episode:
+        if problem.domain != self.domain:
+            raise ValueError(f"workflow {self.name!r} serves {self.domain} problems, got {problem.domain} ({problem.uid})")
+        return Episode(problem=problem, agents=self.agents)
+
+    @abstractmethod
+    def render(self, episode: Episode, agent: Agent, turn: int, role: str | None = None) -> list[dict]:
+        """Chat messages `agent` sees at `turn`, built from `episode.turns[:turn]` only.
+
+        `role` renders the same observation under another role's condition (its instruction
+        replaces the agent's own); the teacher uses it for RAS. Default: the agent's role.
+        """
+
+    @abstractmethod
+    def parse(self, agent: Agent, text: str) -> Action:
+        """Parse untrusted model output; never raises, records the reason in `Action.error`."""
+
+    @abstractmethod
+    def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
+        """Execute and compare one turn's actions, append the `Turn`, set `episode.done`."""
+
+    @abstractmethod
+    def judge(self, episode: Episode) -> Judgement:
+        """The submission, the team signal and every role-local reward (D.4)."""
+
+    @abstractmethod
+    def attribute(self, episode: Episode, turn: int) -> Attribution | None:
+        """Rules attribution of turn `turn`'s conflict; None when that turn did not end in one."""
