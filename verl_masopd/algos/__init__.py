@@ -1,1 +1,19 @@
-"""Advantage estimators and policy losses, registered into verl's registries on import."""
+"""Advantage estimators and policy losses, registered into verl's registries on import.
+
+Estimators (verl's `get_adv_estimator_fn(name)`): masopd, opd, magrpo, marft, cure, at_grpo;
+grpo is verl's own, used with a configurable grouping key. Policy loss (`get_policy_loss_fn`):
+marft. The trainer calls `compute_advantages(data, config)` after `validate_estimator_config`.
+"""
+
+from verl_masopd.algos import at_grpo, cure, magrpo, marft, masopd  # noqa: F401  (registration)
+from verl_masopd.algos.estimate import compute_advantages
+from verl_masopd.algos.specs import ESTIMATORS, EstimatorSpec, actor_settings, estimator_spec, validate_estimator_config
+
+__all__ = [
+    "ESTIMATORS",
+    "EstimatorSpec",
+    "actor_settings",
+    "compute_advantages",
+    "estimator_spec",
+    "validate_estimator_config",
+]

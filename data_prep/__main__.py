@@ -1,0 +1,69 @@
+"""Command line: convert a dataset, check reference solutions, or write a built-in dataset.
+
+  python -m data_prep DATASET --input PATH --output OUT.parquet [--split SPLIT] [--limit N]
+  python -m data_prep check-solutions FILE.parquet [--limit N] [--timeout S] [--workers W]
+  python -m data_prep builtin --domain code|math --output OUT.parquet [--n N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from data_prep.builtin import builtin_rows
+from data_prep.convert import convert
+from data_prep.errors import DataError
+from data_prep.sources import SOURCES
+from data_prep.writer import write_rows
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m data_prep", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, source in SOURCES.items():
+        sub = commands.add_parser(name, help=f"convert {name} release files to parquet")
+        sub.add_argument("--input", required=True, help="release file or folder")
+        sub.add_argument("--output", required=True, help="parquet file to write")
+        sub.add_argument("--split", default=source.default_split, help=f"split (default {source.default_split})")
+        sub.add_argument("--limit", type=_positive, help="keep at most N rows")
+    check = commands.add_parser("check-solutions", help="run reference solutions against their tests")
+    check.add_argument("file", help="parquet file written by data_prep")
+    check.add_argument("--limit", type=_positive, help="check at most N problems")
+    check.add_argument("--timeout", type=float, default=10.0, help="seconds per test run (default 10)")
+    check.add_argument("--workers", type=_positive, help="parallel test runs (default: the sandbox's)")
+    builtin = commands.add_parser("builtin", help="write a small synthetic dataset")
+    builtin.add_argument("--domain", required=True, choices=("code", "math"))
+    builtin.add_argument("--output", required=True, help="parquet file to write")
+    builtin.add_argument("--n", type=_positive, default=64, help="number of problems (default 64)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "check-solutions":
+            from data_prep.check_solutions import check_solutions
+
+            print(check_solutions(args.file, args.limit, args.timeout, args.workers).format())
+        elif args.command == "builtin":
+            write_rows(builtin_rows(args.domain, args.n), args.output)
+            print(f"builtin {args.domain}: wrote {args.n} problems to {args.output}")
+        else:
+            summary = convert(SOURCES[args.command], args.input, args.output, args.split, args.limit)
+            print(summary.format())
+            print(f"wrote {summary.kept} rows to {args.output}")
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The conversion run shared by every dataset: read, convert, de-duplicate, index, write, summarise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tqdm import tqdm
+
+from data_prep.dedup import SeenTexts
+from data_prep.errors import DataError, Dropped
+from data_prep.source import Source
+from data_prep.summary import Summary
+from data_prep.writer import write_rows
+
+DUPLICATE = "duplicate problem text"
+
+
+def convert(
+    source: Source, input_path: str | Path, output_path: str | Path, split: str | None = None, limit: int | None = None
+) -> Summary:
+    """Convert `input_path` to `output_path`, keeping at most `limit` rows; returns the summary.
+
+    Rows keep the input order; `extra_info.index` is the row's position in the output. Nothing is
+    written when no row is kept.
+    """
+    split = split or source.default_split
+    summary = Summary(source.name)
+    seen = SeenTexts()
+    rows = []
+    records = source.records(Path(input_path), split)
+    for record in tqdm(records, desc=source.name, unit="row", leave=False):
+        if limit is not None and len(rows) >= limit:
+            break
+        summary.read += 1
+        try:
+            row = source.to_row(record, split)
+        except Dropped as drop:
+            summary.drop(drop.reason, record.where)
+            continue
+        if not seen.add(row["extra_info"]["problem"]):
+            summary.drop(DUPLICATE, record.where)
+            continue
+        row["extra_info"]["index"] = len(rows)
+        rows.append(row)
+    summary.kept = len(rows)
+    if not rows:
+        raise DataError(f"{input_path}: no {source.name} row kept, nothing written\n{summary.format()}")
+    write_rows(rows, output_path)
+    return summary

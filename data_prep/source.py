@@ -1,0 +1,49 @@
+"""What every dataset converter provides."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_prep.errors import Dropped
+from data_prep.records import Record
+from verl_masopd.workflows.problem import TestCase
+
+
+@dataclass(frozen=True)
+class Source:
+    """A dataset: how to read its release files and turn one record into a row.
+
+    `records(path, split)` raises DataError for unusable input; `to_row(record, split)` returns a
+    row of data_prep.schema or raises Dropped with the reason.
+    """
+
+    name: str
+    default_split: str
+    records: Callable[[Path, str], Iterator[Record]]
+    to_row: Callable[[Record, str], dict]
+
+
+def required_text(record: Record, name: str) -> str:
+    """The non-blank string field `name`, or Dropped naming it."""
+    value = record.fields.get(name)
+    if value is None:
+        raise Dropped(f"field {name!r} is missing")
+    if not isinstance(value, str):
+        raise Dropped(f"field {name!r} is not a string")
+    if not value.strip():
+        raise Dropped(f"field {name!r} is empty")
+    return value
+
+
+def unique_tests(tests: list[TestCase]) -> list[TestCase]:
+    """The tests without repeats, first occurrence kept."""
+    return list(dict.fromkeys(tests))
+
+
+def with_starter_code(statement: str, starter: str) -> str:
+    """The statement followed by the starter code the solution must complete, if there is one."""
+    if not starter.strip():
+        return statement
+    return f"{statement.rstrip()}\n\nStarter code:\n```python\n{starter.rstrip()}\n```"

@@ -1,0 +1,30 @@
+"""Writing rows to parquet atomically and byte-for-byte reproducibly."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from data_prep.schema import ROW_SCHEMA
+
+
+def write_rows(rows: list[dict], path: str | Path) -> None:
+    """Write `rows` in `ROW_SCHEMA` to `path` via a temporary file renamed into place when complete.
+
+    Same rows, same bytes: fixed schema, fixed compression, no pandas index or timestamps.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        pq.write_table(table, temporary, compression="zstd", row_group_size=1024)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

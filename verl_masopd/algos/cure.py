@@ -1,0 +1,124 @@
+"""CURE: Coder and Tester rewards from the execution matrix, normalised in separate groups
+(METHOD.md §4, notes/baselines.md). Code domain only; one shared policy plays both roles.
+
+Per problem, B ∈ {0,1}^{n×(t+m)}: row j is the program of the problem's j-th episode, the first
+t columns the golden tests, column t+k the test the k-th episode's Tester wrote; B[j,l] = 1 when
+program j's output on test l's input equals its expected output.
+
+    Coder:   r_j = (1/t) Σ_{l<t} B[j,l]
+    Tester:  C = {j : B[j,l] = 1 for all l < t} (correct programs), W = the others.
+             C = ∅            → no tester data for this problem
+             test k accurate  ⇔ B[j,t+k] = 1 for every j ∈ C
+             W = ∅            → R_k = +1 if accurate else −1
+             accurate         → R_k = mean_{j∈W} (1 − B[j,t+k])   (share of wrong programs rejected)
+             inaccurate       → R_k = −mean_{j∈W} B[j,t+k]
+    Â = (x − mean(x)) / std(x) within the problem's Coder group and, separately, its Tester group
+        (population std). A group with zero std, or no tester data, is dropped: its rows get
+        Â = 0 and are removed from the loss (their response mask is zeroed), as CURE removes them.
+
+The episode's final program and final test (its last turn) fill the matrix; the reward of
+episode j's program (test) is given to every turn's Coder (Tester) response of episode j, as the
+team signal is broadcast to every turn. Loss: verl's clipped objective (clip 0.2, token-mean)
+plus the actor's KL loss to the reference, use_kl_loss=true, kl_loss_type=low_var_kl (k3),
+kl_loss_coef 0.01.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from verl.trainer.ppo.core_algos import register_adv_est
+
+CODER, TESTER = "coder", "tester"
+
+
+@dataclass(frozen=True)
+class ExecutionMatrix:
+    """B of one problem; program row j and generated test column t+k belong to `episode_ids[j]`, `[k]`."""
+
+    episode_ids: tuple[str, ...]
+    passed: np.ndarray
+    num_golden: int
+
+    def __post_init__(self):
+        n = len(self.episode_ids)
+        if self.passed.shape != (n, self.num_golden + n):
+            raise ValueError(
+                f"execution matrix has shape {self.passed.shape}, expected ({n}, {self.num_golden} + {n}) "
+                f"for {n} episodes and {self.num_golden} golden tests"
+            )
+        if self.num_golden < 1:
+            raise ValueError("execution matrix needs at least one golden test column (num_golden >= 1)")
+
+
+def coder_rewards(passed: np.ndarray, num_golden: int) -> np.ndarray:
+    """r_j = golden pass rate of program j."""
+    return passed[:, :num_golden].mean(axis=1)
+
+
+def tester_rewards(passed: np.ndarray, num_golden: int) -> np.ndarray | None:
+    """R_k for every generated test k, or None when no program is correct (C = ∅)."""
+    correct = passed[:, :num_golden].all(axis=1)
+    if not correct.any():
+        return None
+    generated = passed[:, num_golden:]
+    accurate = generated[correct].all(axis=0)
+    wrong = generated[~correct]
+    if len(wrong) == 0:
+        return np.where(accurate, 1.0, -1.0)
+    return np.where(accurate, (1 - wrong).mean(axis=0), -wrong.mean(axis=0))
+
+
+def normalise(rewards: np.ndarray | None) -> np.ndarray | None:
+    """(x − mean x) / std x, or None (dropped) when there is no data or the std is 0."""
+    if rewards is None or rewards.std() == 0:
+        return None
+    return (rewards - rewards.mean()) / rewards.std()
+
+
+def cure_row_advantages(
+    uid: np.ndarray, episode_id: np.ndarray, role: np.ndarray, matrices: dict[str, ExecutionMatrix]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row Â [B] and whether the row is kept [B] (False: its group was dropped)."""
+    advantages = torch.zeros(len(uid))
+    kept = torch.zeros(len(uid), dtype=torch.bool)
+    by_problem = {}
+    for problem, matrix in matrices.items():
+        slot = {episode: j for j, episode in enumerate(matrix.episode_ids)}
+        by_problem[problem] = (
+            slot,
+            normalise(coder_rewards(matrix.passed, matrix.num_golden)),
+            normalise(tester_rewards(matrix.passed, matrix.num_golden)),
+        )
+    for i in range(len(uid)):
+        if uid[i] not in by_problem:
+            raise ValueError(f"no CURE execution matrix for problem uid {uid[i]!r}")
+        if role[i] not in (CODER, TESTER):
+            raise ValueError(f"CURE serves the roles coder and tester, got role {role[i]!r}")
+        slot, coder, tester = by_problem[uid[i]]
+        if episode_id[i] not in slot:
+            raise ValueError(f"episode {episode_id[i]!r} is not in the execution matrix of problem {uid[i]!r}")
+        group = coder if role[i] == CODER else tester
+        if group is not None:
+            advantages[i] = float(group[slot[episode_id[i]]])
+            kept[i] = True
+    return advantages, kept
+
+
+@register_adv_est("cure")
+def compute_cure_advantage(
+    token_level_rewards: torch.Tensor | None,
+    response_mask: torch.Tensor,
+    config=None,
+    index=None,
+    *,
+    uid: np.ndarray,
+    episode_id: np.ndarray,
+    role: np.ndarray,
+    cure_matrices: dict[str, ExecutionMatrix],
+    **unused,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Â broadcast to each row's response tokens (rewards come from the matrices, not the batch)."""
+    advantages, _ = cure_row_advantages(uid, episode_id, role, cure_matrices)
+    token_advantages = advantages.to(response_mask.device).unsqueeze(-1) * response_mask.float()
+    return token_advantages, token_advantages

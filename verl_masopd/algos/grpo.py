@@ -1,0 +1,46 @@
+"""GRPO for SA+ST, SA+MT and MAS+GRPO: verl's own `compute_grpo_outcome_advantage` ("grpo") with
+a configurable grouping key (METHOD.md §4).
+
+    Â_i = (r_i − mean_{j∈g(i)} r_j) / (std_{j∈g(i)} r_j + ε)     (std only if norm_adv_by_std_in_grpo)
+
+with r the combined reward of `rewards.py` and the group g(i) of row i keyed by
+
+    problem            uid
+    problem_role       (uid, role)
+    problem_role_turn  (uid, role, turn)
+
+MAS+GRPO deliberately ignores that the histories of a group's rollouts diverged after turn 0.
+
+Config keys: algorithm.grpo.group_by (problem_role_turn), verl's algorithm.norm_adv_by_std_in_grpo
+(true), algorithm.reward.* (rewards.py).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from verl_masopd.algos.options import require
+
+GROUP_KEYS = {
+    "problem": ("uid",),
+    "problem_role": ("uid", "role"),
+    "problem_role_turn": ("uid", "role", "turn"),
+}
+
+
+@dataclass(frozen=True)
+class GrpoOptions:
+    group_by: str = "problem_role_turn"
+
+    def __post_init__(self):
+        require(
+            self.group_by in GROUP_KEYS,
+            "algorithm.grpo.group_by",
+            f"must be one of {sorted(GROUP_KEYS)}, got {self.group_by!r}",
+        )
+
+
+def group_index(non_tensor_batch: dict, fields: tuple[str, ...]) -> np.ndarray:
+    """One hashable group key per row: the row's values of `fields` joined ("uid|role|turn")."""
+    columns = [non_tensor_batch[name] for name in fields]
+    return np.array(["|".join(str(value) for value in row) for row in zip(*columns)], dtype=object)

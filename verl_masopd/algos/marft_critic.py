@@ -1,0 +1,79 @@
+"""MARFT's centralised critic: a frozen LM encoder (the backbone) and a trainable MLP value head.
+
+    h(o)  = last-layer hidden state of the last token of observation o (the agent's prompt)
+    V(o)  = W_2 · relu(W_1 · h(o) + b_1) + b_2          hidden size algorithm.marft.critic_hidden (64)
+    L_V   = value_coef · mean_a Huber_δ(V(o_a) − return_a)
+
+Only the head is trained (Adam, lr algorithm.marft.critic_lr 1e-5, gradient norm clipped to
+algorithm.marft.max_grad_norm 0.5); the encoder runs without gradients, so observations are
+encoded once per batch. `state_dict()` holds the head and its optimizer: that is the checkpoint.
+"""
+
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+
+from verl_masopd.algos.marft import MarftOptions
+
+
+class ValueHead(nn.Module):
+    def __init__(self, input_size: int, hidden: int):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(input_size, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.mlp(features).squeeze(-1)
+
+
+def huber_value_loss(values: torch.Tensor, returns: torch.Tensor, delta: float = 1.0) -> torch.Tensor:
+    """mean_a Huber_δ(V_a − return_a)."""
+    return nn.functional.huber_loss(values, returns, delta=delta)
+
+
+class MarftCritic:
+    """V(o) from a frozen encoder's last-token hidden state; the head is the only trained part."""
+
+    def __init__(self, encoder: PreTrainedModel, options: MarftOptions):
+        self.encoder = encoder.eval().requires_grad_(False)
+        self.options = options
+        self.head = ValueHead(encoder.config.hidden_size, options.critic_hidden)
+        self.optimizer = torch.optim.Adam(self.head.parameters(), lr=options.critic_lr)
+
+    @classmethod
+    def from_pretrained(cls, model_path: str, options: MarftOptions, dtype: torch.dtype = torch.float32) -> "MarftCritic":
+        return cls(AutoModel.from_pretrained(model_path, dtype=dtype), options)
+
+    @torch.no_grad()
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """h(o) for left- or right-padded observations, [B, H] in float32."""
+        mask = attention_mask.long()
+        position_ids = (mask.cumsum(dim=-1) - 1).clamp(min=0)
+        hidden = self.encoder(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).last_hidden_state
+        last = mask.cumsum(dim=-1).argmax(dim=-1)
+        return hidden[torch.arange(hidden.shape[0]), last].float()
+
+    def values(self, features: torch.Tensor) -> torch.Tensor:
+        """V(o) for encoded observations, [B] (no gradient)."""
+        with torch.no_grad():
+            return self.head(features)
+
+    def update(self, features: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
+        """One optimiser step of L_V on encoded observations and their GAE returns."""
+        self.head.train()
+        loss = self.options.value_coef * huber_value_loss(
+            self.head(features), returns.float(), self.options.huber_delta
+        )
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.head.parameters(), self.options.max_grad_norm)
+        self.optimizer.step()
+        return {"critic/value_loss": loss.item(), "critic/grad_norm": grad_norm.item()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.head.load_state_dict(state["head"])
+        self.optimizer.load_state_dict(state["optimizer"])

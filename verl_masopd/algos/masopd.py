@@ -1,0 +1,105 @@
+"""MAS-OPD (`masopd`) and role-conditioned OPD (`opd`) token advantages (METHOD.md §3).
+
+For response token y_k of an agent with role r:
+
+    ℓS_k    = log π_θold(y_k | u, y_<k)          old_log_probs, else rollout_log_probs
+    ℓT_k(q) = log π_T(y_k | x_q, y_<k)           teacher_log_probs (q = r),
+                                                 teacher_contrast_log_probs[:, i] (q ∈ C_r)
+    s_k     = ℓT_k(r) − ℓS_k                      role-conditioned OPD signal
+    Δ_k     = ℓT_k(r) − mean_{q ∈ C_r} ℓT_k(q)    role advantage (RAS); ℓS_k cancels
+    A_k     = s_k + β · clip(Δ_k, −c, c)          masopd
+    A_k     = s_k                                 opd
+
+Padding positions (response_mask = 0) get A_k = 0. The returns equal the advantages (no critic).
+The loss is verl's clipped policy gradient ("vanilla"), token-mean, no KL, no reward term.
+PAC acts upstream: it changes the teacher contexts x_q, not this formula.
+
+Config keys: algorithm.masopd.ras_coef β (1.0; 0 turns RAS off), algorithm.masopd.ras_clip c
+(5.0), algorithm.masopd.num_contrast_roles κ (1, the size of C_r).
+"""
+
+from dataclasses import dataclass
+
+import torch
+from verl.trainer.ppo.core_algos import register_adv_est
+
+from verl_masopd.algos.options import read_options, require
+
+
+@dataclass(frozen=True)
+class MasopdOptions:
+    ras_coef: float = 1.0
+    ras_clip: float = 5.0
+    num_contrast_roles: int = 1
+
+    def __post_init__(self):
+        require(self.ras_coef >= 0, "algorithm.masopd.ras_coef", f"must be >= 0, got {self.ras_coef}")
+        require(self.ras_clip > 0, "algorithm.masopd.ras_clip", f"must be > 0, got {self.ras_clip}")
+        require(
+            self.num_contrast_roles >= 1,
+            "algorithm.masopd.num_contrast_roles",
+            f"must be >= 1, got {self.num_contrast_roles}",
+        )
+
+
+def student_log_probs(old_log_probs: torch.Tensor | None, rollout_log_probs: torch.Tensor | None) -> torch.Tensor:
+    """ℓS: the engine's recomputed old log-probs when present, else the sampling log-probs."""
+    if old_log_probs is not None:
+        return old_log_probs
+    if rollout_log_probs is None:
+        raise ValueError("the batch has neither old_log_probs nor rollout_log_probs: no student log-probs ℓS")
+    return rollout_log_probs
+
+
+def opd_signal(teacher_log_probs: torch.Tensor, student: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """s_k = ℓT_k(r) − ℓS_k on response tokens, 0 on padding."""
+    return (teacher_log_probs - student) * response_mask
+
+
+def role_advantage(teacher_log_probs: torch.Tensor, teacher_contrast_log_probs: torch.Tensor) -> torch.Tensor:
+    """Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q); contrast scores have shape [B, κ, R]."""
+    return teacher_log_probs - teacher_contrast_log_probs.mean(dim=1)
+
+
+@register_adv_est("masopd")
+def compute_masopd_advantage(
+    token_level_rewards: torch.Tensor | None,
+    response_mask: torch.Tensor,
+    config=None,
+    index=None,
+    *,
+    teacher_log_probs: torch.Tensor,
+    teacher_contrast_log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor | None = None,
+    rollout_log_probs: torch.Tensor | None = None,
+    **unused,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A_k = s_k + β · clip(Δ_k, −c, c) (rewards and index are not used: MAS-OPD has no reward term)."""
+    options = read_options(config, "masopd", MasopdOptions)
+    if teacher_contrast_log_probs.dim() != 3 or teacher_contrast_log_probs.shape[1] != options.num_contrast_roles:
+        raise ValueError(
+            f"teacher_contrast_log_probs has shape {tuple(teacher_contrast_log_probs.shape)}, expected "
+            f"[B, κ={options.num_contrast_roles}, R] (algorithm.masopd.num_contrast_roles)"
+        )
+    mask = response_mask.float()
+    s = opd_signal(teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), mask)
+    delta = role_advantage(teacher_log_probs, teacher_contrast_log_probs)
+    advantages = s + options.ras_coef * delta.clamp(-options.ras_clip, options.ras_clip) * mask
+    return advantages, advantages
+
+
+@register_adv_est("opd")
+def compute_opd_advantage(
+    token_level_rewards: torch.Tensor | None,
+    response_mask: torch.Tensor,
+    config=None,
+    index=None,
+    *,
+    teacher_log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor | None = None,
+    rollout_log_probs: torch.Tensor | None = None,
+    **unused,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A_k = s_k = ℓT_k(r) − ℓS_k."""
+    advantages = opd_signal(teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), response_mask.float())
+    return advantages, advantages
