@@ -1,1 +1,59 @@
-"""The multi-agent systems as pure Python (no torch): roles, prompts, parsing, steps, rewards, attribution."""
+"""The multi-agent systems as pure Python (no torch): roles, prompts, parsing, steps, rewards, attribution.
+
+`make_workflow(name, domain, ...)` builds one: "mas" is the two-role system (code: Coder–Tester in
+`code.py`, math: Reasoner–Tool-User in `math.py`), "sa" the single-agent baseline of `single.py`
+(horizon 1: SA+ST, horizon T: SA+MT). Workflow modules are imported on demand, so importing the
+interface (`workflows.base`, `workflows.problem`) does not load the sandbox or math-verify.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from verl_masopd.workflows.base import Workflow
+
+WORKFLOWS: dict[tuple[str, str], str] = {
+    ("mas", "code"): "verl_masopd.workflows.code:CodeWorkflow",
+    ("mas", "math"): "verl_masopd.workflows.math:MathWorkflow",
+    ("sa", "code"): "verl_masopd.workflows.single:SingleAgentCodeWorkflow",
+    ("sa", "math"): "verl_masopd.workflows.single:SingleAgentMathWorkflow",
+}
+
+
+def workflow_class(name: str, domain: str) -> type[Workflow]:
+    """The class of workflow `name` ("mas" | "sa") for `domain` ("code" | "math")."""
+    names = sorted({n for n, _ in WORKFLOWS})
+    domains = sorted({d for _, d in WORKFLOWS})
+    if name not in names:
+        raise ValueError(f"workflow.name: unknown workflow {name!r} (known: {names})")
+    if domain not in domains:
+        raise ValueError(f"workflow.domain: unknown domain {domain!r} (known: {domains})")
+    module, cls = WORKFLOWS[name, domain].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_workflow(name: str, domain: str, agents_per_role: int = 1, horizon: int = 4, **options) -> Workflow:
+    """The workflow `name` for `domain`, with `options` its keyword settings: timeout,
+    reward_weights, shown_chars (all workflows); smoke_tests, float_tol (code). Unknown names,
+    domains or options fail with the culprit named."""
+    cls = workflow_class(name, domain)
+    accepted = _keyword_options(cls)
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValueError(f"workflow {name!r} ({domain}): unknown option(s) {unknown} (known: {sorted(accepted)})")
+    return cls(agents_per_role, horizon, **options)
+
+
+def _keyword_options(cls: type) -> set[str]:
+    """Keyword-only parameters of the initialisers along `cls`'s MRO (subclasses forward the rest)."""
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            params = inspect.signature(init).parameters.values()
+            accepted |= {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    return accepted
+
+
+__all__ = ["WORKFLOWS", "make_workflow", "workflow_class"]

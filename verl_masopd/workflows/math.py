@@ -1,0 +1,155 @@
+"""The Reasoner–Tool-User workflow for math problems (METHOD.md §1, Table 3).
+
+One turn: every Reasoner states an answer after '####'; every Tool-User writes a program (the
+last ```python block) that prints the answer, which is run and its printed answer parsed. The
+pair (reasoner, tool user) agrees when the two answers are equivalent under math-verify;
+agreement = every pair agrees; it ends the episode. The report every agent sees next turn lists
+each Reasoner's answer and each program's output (or error string) with the answer read from it.
+
+Submission: the Reasoners' answers of the last turn; with n > 1 Reasoners, the answer the most
+Reasoners give (equivalence classes under math-verify, formed in agent order), ties to the lowest
+Reasoner index. A math episode yields an answer even when every program fails.
+
+Attribution verdicts: each agent's answer checked against y* (False when it gave none, None when
+the problem has no reference answer).
+"""
+
+from __future__ import annotations
+
+from verl_masopd.sandbox import ExecResult
+from verl_masopd.verify import extract_hash_answer, extract_program_answer, math_equal
+from verl_masopd.workflows.base import Action, Agent, Episode, Turn
+from verl_masopd.workflows.consensus import majority
+from verl_masopd.workflows.execution import JobBatch, failure
+from verl_masopd.workflows.parsing import shown, unusable_reason
+from verl_masopd.workflows.problem import MATH
+from verl_masopd.workflows.prompted import PromptedWorkflow, parse_program
+
+REASONER, TOOL_USER = "reasoner", "tool_user"
+
+REASONER_INSTRUCTION = """You are the Reasoner in a team of two roles, Reasoner and Tool-User, that solves a math problem together.
+Solve the problem by step-by-step mathematical reasoning, without running code.
+After each turn you see the Tool-User's latest program, what it printed and the answer read from it. When your answers disagree, decide who is wrong: revise your answer if it is wrong, keep it if it is right.
+End your reply with the final answer on its own line in the form `#### <answer>`."""
+
+TOOL_USER_INSTRUCTION = """You are the Tool-User in a team of two roles, Reasoner and Tool-User, that solves a math problem together.
+Solve the problem by writing a Python 3 program that computes the answer and prints only the final answer.
+After each turn you see what your program printed and the Reasoner's latest answer. When your answers disagree, decide who is wrong: fix your program if it is wrong, keep it if it is right.
+End your reply with your complete program in one ```python block. Only the last ```python block of your reply is run."""
+
+
+def parse_answer(agent: Agent, text: str) -> Action:
+    """The answer after the last '####' as field "answer"."""
+    reason = unusable_reason(text)
+    if reason:
+        return Action(agent, text, {}, reason)
+    answer = extract_hash_answer(text)
+    if answer is None:
+        return Action(agent, text, {}, "no '#### <answer>' line")
+    return Action(agent, text, {"answer": answer})
+
+
+def answer_correct(answer: str | None, gold: str | None) -> bool | None:
+    """1[answer ≡ y*]; None when there is no reference answer; False when there is no answer."""
+    if gold is None:
+        return None
+    return answer is not None and math_equal(answer, gold)
+
+
+def reasoner_evidence(action: Action, gold: str | None) -> dict:
+    answer = action.fields.get("answer")
+    correct = answer_correct(answer, gold)
+    return {"answer": answer, "correct": correct, "verdict": correct, "reason": action.error}
+
+
+def tool_user_evidence(action: Action, run: ExecResult | None, gold: str | None, shown_chars: int) -> dict:
+    """Run, parse and answer checks of a Tool-User's program; `run` is None when it wrote none.
+    The printed output is kept for the report, clipped to `shown_chars`."""
+    if run is None:
+        correct = answer_correct(None, gold)
+        return {"run": False, "output": None, "failure": f"no program to run: {action.error}",
+                "answer": None, "correct": correct, "verdict": correct}
+    answer = extract_program_answer(run.stdout)
+    correct = answer_correct(answer, gold)
+    return {"run": failure(run) is None, "output": shown(run.stdout, shown_chars), "failure": failure(run),
+            "answer": answer, "correct": correct, "verdict": correct}
+
+
+def math_submission(turn: Turn, reasoners: list[Agent]) -> tuple[str | None, float]:
+    """The answer the last turn submits (majority of equivalent answers, module doc) and the team
+    signal of D.4: 1[ŷ ≡ y*]."""
+    answers = [(r.name, turn.verifier["agents"][r.name]["answer"]) for r in reasoners]
+    name = majority([(n, a) for n, a in answers if a is not None], math_equal)
+    if name is None:
+        return None, 0.0
+    evidence = turn.verifier["agents"][name]
+    return evidence["answer"], float(bool(evidence["correct"]))
+
+
+class MathDomainWorkflow(PromptedWorkflow):
+    """What every math workflow shares: the timeout of a program run, the submission rule."""
+
+    domain = MATH
+    default_timeout = 20.0
+
+    def submit(self, episode: Episode) -> tuple[str | None, float]:
+        return math_submission(episode.turns[-1], self.agents_of(REASONER))
+
+
+class MathWorkflow(MathDomainWorkflow):
+    name = "mas"
+    roles = (REASONER, TOOL_USER)
+    instructions = {REASONER: REASONER_INSTRUCTION, TOOL_USER: TOOL_USER_INSTRUCTION}
+
+    def parse(self, agent: Agent, text: str) -> Action:
+        return parse_answer(agent, text) if agent.role == REASONER else parse_program(agent, text)
+
+    def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
+        self.check_actions(episode, actions)
+        gold = episode.problem.answer
+        reasoners, tool_users = self.agents_of(REASONER), self.agents_of(TOOL_USER)
+        batch = JobBatch()
+        programs = {u.name: actions[u.name].fields.get("code") for u in tool_users}
+        jobs = {name: batch.add(code, "") for name, code in programs.items() if code is not None}
+        results = batch.run(self.timeout)
+
+        agents = {r.name: reasoner_evidence(actions[r.name], gold) for r in reasoners}
+        for u in tool_users:
+            run = results[jobs[u.name]] if u.name in jobs else None
+            agents[u.name] = tool_user_evidence(actions[u.name], run, gold, self.shown_chars)
+        pairs = [
+            {"reasoner": r.name, "tool_user": u.name,
+             "agree": _equivalent(agents[r.name]["answer"], agents[u.name]["answer"])}
+            for r in reasoners
+            for u in tool_users
+        ]
+        agreed = all(p["agree"] for p in pairs)
+        report = self._report(agents, actions, agreed)
+        return self.record(episode, actions, report, agreed, {"agents": agents, "pairs": pairs})
+
+    def _report(self, agents: dict, actions: dict[str, Action], agreed: bool) -> str:
+        """What every agent sees next turn: every answer, every program's output or error."""
+        lines = []
+        for r in self.agents_of(REASONER):
+            answer = agents[r.name]["answer"]
+            lines.append(f"{r.name}'s answer: {shown(answer, 200)}" if answer is not None
+                         else f"{r.name} gave no answer: {actions[r.name].error}.")
+        for u in self.agents_of(TOOL_USER):
+            ev = agents[u.name]
+            if ev["output"] is None:
+                lines.append(f"{u.name} gave no program to run: {actions[u.name].error}.")
+                continue
+            if ev["failure"] is not None:
+                lines.append(f"{u.name}'s program failed: {ev['failure']}")
+            if ev["output"].strip():
+                lines.append(f"{u.name}'s program printed:\n```output\n{ev['output'].rstrip()}\n```")
+            else:
+                lines.append(f"{u.name}'s program printed nothing.")
+            lines.append(f"Answer read from it: {shown(ev['answer'], 200)}" if ev["answer"] is not None
+                         else "No answer could be read from its output.")
+        lines.append("All answers agree." if agreed else "The answers disagree.")
+        return "\n".join(lines)
+
+
+def _equivalent(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and math_equal(a, b)
