@@ -1,0 +1,97 @@
+"""Shared fixtures: tiny offline models (built once, cached by the builder's source hash), a
+private local Ray, and the process environment the tests run under."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Set before verl, Ray or tokenizers are imported by any test module.
+os.environ.setdefault("VERL_PLATFORM", "cpu")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path() -> str:
+    """The student: a ~0.9M-parameter Qwen3 model, seed 0."""
+    from verl_masopd.tiny_models import cached_model
+
+    return cached_model(TINY_CACHE, size="tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher_path() -> str:
+    """The teacher: a ~10M-parameter Qwen3 model, seed 1, with the student's tokenizer."""
+    from verl_masopd.tiny_models import cached_model
+
+    return cached_model(TINY_CACHE, size="small", seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray with 2 CPUs, a private temp dir and no dashboard, shut down after the session.
+
+    Workers find the CPU platform through the `verl.plugins` entry point and VERL_PLATFORM=cpu.
+    """
+    import ray
+
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        runtime_env={"env_vars": {"VERL_PLATFORM": "cpu", "RAY_AUTH_MODE": "disabled",
+                                  "TOKENIZERS_PARALLELISM": "false"}},
+        logging_level="WARNING",
+    )
+    yield ray
+    ray.shutdown()
+
+
+def _policy_batch(vocab_size: int, prompt_lengths: list[int], response_lengths: list[int], seed: int = 0):
+    """A per-policy DataProto of random tokens: left-padded prompts, right-padded responses."""
+    import torch
+    from verl import DataProto
+
+    generator = torch.Generator().manual_seed(seed)
+    rows, width_p, width_r = len(prompt_lengths), max(prompt_lengths), max(response_lengths)
+    prompt_mask = torch.tensor([[0] * (width_p - n) + [1] * n for n in prompt_lengths])
+    response_mask = torch.tensor([[1] * n + [0] * (width_r - n) for n in response_lengths])
+    prompts = torch.randint(3, vocab_size, (rows, width_p), generator=generator) * prompt_mask
+    responses = torch.randint(3, vocab_size, (rows, width_r), generator=generator) * response_mask
+    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    return DataProto.from_dict({
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(dim=1) - 1).clamp(min=0),
+        "response_mask": response_mask.float(),
+        "advantages": torch.randn(rows, width_r, generator=generator) * response_mask,
+        "rollout_log_probs": torch.zeros(rows, width_r),
+    })
+
+
+@pytest.fixture(scope="session")
+def make_policy_batch(tiny_tokenizer):
+    """`make_policy_batch(prompt_lengths, response_lengths, seed=0)`: a random-token training batch
+    in the per-policy layout (prompts, responses, input_ids, attention_mask, position_ids,
+    response_mask, advantages, rollout_log_probs) over the tiny tokenizer's vocabulary."""
+    return lambda prompt_lengths, response_lengths, seed=0: _policy_batch(
+        len(tiny_tokenizer), prompt_lengths, response_lengths, seed
+    )

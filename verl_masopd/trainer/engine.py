@@ -1,0 +1,271 @@
+"""One model on verl's real training engine (`TrainingWorker` + FSDP2), in-process or on Ray.
+
+A trainer owns one `PolicyEngine` per policy and one for the teacher (`forward_only=True`).
+Batches are verl `DataProto`s in the per-policy layout (prompts, responses, input_ids,
+attention_mask, position_ids, response_mask, and for updates advantages plus old_log_probs or
+rollout_log_probs); every tensor is left/right padded and results come back aligned to the
+response tokens, [B, R].
+
+    engine = PolicyEngine.local(EngineSettings(model_path=path, lr=1e-5))
+    log_probs = engine.infer_batch(batch)                        # log pi(y_t | x, y_<t), 0 on padding
+    metrics = engine.train_mini_batch(batch, policy_loss("vanilla"))
+    weights = engine.hf_state_dict()                             # HF names, for a generation backend
+
+On CPU the process must run with VERL_PLATFORM=cpu (verl_masopd.platform); `local` needs no Ray,
+`on_ray` places the worker(s) in a `RayResourcePool`, which several engines may share.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+from verl import DataProto
+from verl.single_controller.base.decorator import Dispatch, register
+from verl.trainer.config import CheckpointConfig
+from verl.utils import tensordict_utils as tu
+from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, FSDPOptimizerConfig, HFModelConfig, PolicyLossConfig
+from verl.workers.config.engine import TrainingWorkerConfig
+from verl.workers.engine_workers import TrainingWorker
+from verl.workers.utils.losses import ppo_loss
+from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+
+MODEL_INPUT_KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
+DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
+
+
+def check_model_path(path: str | os.PathLike) -> str:
+    """`path` as a string if it is a folder with a config.json, else an error naming it."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model path {str(path)!r} does not exist or is not a folder")
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"model path {str(path)!r} has no config.json (not a transformers model folder)")
+    return str(folder)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What a `PolicyEngine` is built from.
+
+    dtype: the dtype parameters are computed in ("float32" or "bfloat16"); master weights and
+    optimizer state stay float32. max_tokens_per_micro_batch bounds the packed tokens of one
+    forward pass (verl's dynamic batch size). world_size: ranks on Ray (local mode uses 1).
+    """
+
+    model_path: str
+    forward_only: bool = False
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    dtype: str = "float32"
+    max_tokens_per_micro_batch: int = 16384
+    gradient_checkpointing: bool = False
+    seed: int = 0
+    world_size: int = 1
+
+    def __post_init__(self):
+        check_model_path(self.model_path)
+        if self.dtype not in DTYPES:
+            raise ValueError(f"EngineSettings.dtype={self.dtype!r}; choose one of {sorted(DTYPES)}")
+        if self.world_size < 1:
+            raise ValueError(f"EngineSettings.world_size={self.world_size} must be at least 1")
+
+
+def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
+    """verl's `TrainingWorkerConfig` for `settings`: FSDP2, padding-free packed sequences, sdpa attention."""
+    model = HFModelConfig(
+        path=settings.model_path,
+        enable_gradient_checkpointing=settings.gradient_checkpointing,
+        use_remove_padding=True,
+        override_config={"attn_implementation": "sdpa"},
+    )
+    engine = FSDPEngineConfig(
+        strategy="fsdp2",
+        forward_only=settings.forward_only,
+        dtype=settings.dtype,
+        model_dtype="fp32",
+        mixed_precision={"param_dtype": DTYPES[settings.dtype], "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+        use_dynamic_bsz=True,
+        max_token_len_per_gpu=settings.max_tokens_per_micro_batch,
+        infer_max_token_len_per_gpu=settings.max_tokens_per_micro_batch,
+        use_torch_compile=False,
+        seed=settings.seed,
+    )
+    optimizer = None if settings.forward_only else FSDPOptimizerConfig(
+        lr=settings.lr, weight_decay=settings.weight_decay, clip_grad=settings.grad_clip
+    )
+    checkpoint = CheckpointConfig(
+        save_contents=["model", "optimizer", "extra", "hf_model"], load_contents=["model", "optimizer", "extra"]
+    )
+    return TrainingWorkerConfig(
+        model_type="language_model",
+        model_config=model,
+        engine_config=engine,
+        optimizer_config=optimizer,
+        checkpoint_config=checkpoint,
+    )
+
+
+def policy_loss(loss_mode: str = "vanilla", *, clip_ratio: float = 0.2, clip_ratio_high: float | None = None,
+                loss_agg_mode: str = "token-mean", entropy_coeff: float = 0.0):
+    """verl's `ppo_loss` with the policy loss registered as `loss_mode` (verl's or this project's).
+
+    It reads old_log_probs and advantages from the batch; picklable, so Ray workers accept it.
+    """
+    config = FSDPActorConfig(
+        strategy="fsdp2",
+        rollout_n=1,
+        use_dynamic_bsz=True,
+        clip_ratio=clip_ratio,
+        clip_ratio_low=clip_ratio,
+        clip_ratio_high=clip_ratio if clip_ratio_high is None else clip_ratio_high,
+        loss_agg_mode=loss_agg_mode,
+        entropy_coeff=entropy_coeff,
+        policy_loss=PolicyLossConfig(loss_mode=loss_mode),
+    )
+    return partial(ppo_loss, config=config)
+
+
+class EngineWorker(TrainingWorker):
+    """verl's `TrainingWorker` plus the weight export a generation backend needs."""
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def hf_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """Full HF-named weights on rank 0 (None elsewhere); a collective, every rank iterates."""
+        params, _ = self.engine.get_per_tensor_param()
+        full = {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
+        return full if torch.distributed.get_rank() == 0 else None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _to_engine_input(batch: DataProto, extra_keys: tuple[str, ...], temperature: float):
+    missing = [key for key in MODEL_INPUT_KEYS + extra_keys if key not in batch.batch.keys()]
+    if missing:
+        raise KeyError(f"batch lacks {missing}; it has {sorted(batch.batch.keys())}")
+    data = DataProto(batch=batch.batch.select(*MODEL_INPUT_KEYS, *extra_keys), meta_info={})
+    td = left_right_2_no_padding(data.to_tensordict())
+    tu.assign_non_tensor(td, temperature=temperature)
+    return td
+
+
+class PolicyEngine:
+    """One model on verl's engine; built by `local` (this process, one rank) or `on_ray`."""
+
+    def __init__(self, settings: EngineSettings, worker, *, remote: bool):
+        self.settings = settings
+        self._worker = worker
+        self._remote = remote
+        self._loss_fn = None
+
+    @classmethod
+    def local(cls, settings: EngineSettings) -> PolicyEngine:
+        """The engine in this process as rank 0 of a one-rank gloo/nccl group.
+
+        Sets the torch.distributed rendezvous variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) in
+        this process's environment if absent; several local engines share the process group.
+        """
+        if settings.world_size != 1:
+            raise ValueError(f"a local engine has one rank; EngineSettings.world_size={settings.world_size}")
+        for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1"),
+                           ("MASTER_ADDR", "127.0.0.1")):
+            os.environ.setdefault(key, value)
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        worker = EngineWorker(config=training_worker_config(settings))
+        worker.reset()
+        return cls(settings, worker, remote=False)
+
+    @classmethod
+    def on_ray(cls, settings: EngineSettings, resource_pool=None, name_prefix: str | None = None) -> PolicyEngine:
+        """The engine as a Ray worker group of `settings.world_size` ranks (Ray must be initialised).
+
+        resource_pool: a verl `RayResourcePool` to place the workers in; several engines may share
+        one, e.g. `RayResourcePool([1], use_gpu=False, max_colocate_count=2)` holds two one-rank
+        engines on two CPUs. Default: a pool of its own with one CPU or GPU per rank.
+        """
+        import ray
+        from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+        from verl.utils.device import get_device_name
+
+        device = get_device_name()
+        if resource_pool is None:
+            resource_pool = RayResourcePool(
+                process_on_nodes=[settings.world_size], use_gpu=device != "cpu", max_colocate_count=1
+            )
+        env = {key: os.environ[key] for key in ("VERL_PLATFORM", "RAY_AUTH_MODE") if key in os.environ}
+        worker_cls = RayClassWithInitArgs(cls=ray.remote(EngineWorker), config=training_worker_config(settings))
+        if env:
+            worker_cls.update_options({"runtime_env": {"env_vars": env}})
+        group = RayWorkerGroup(
+            resource_pool=resource_pool, ray_cls_with_init=worker_cls, device_name=device, name_prefix=name_prefix
+        )
+        group.reset()
+        return cls(settings, group, remote=True)
+
+    def _call(self, method: str, *args, **kwargs):
+        result = getattr(self._worker, method)(*args, **kwargs)
+        if self._remote and hasattr(result, "get"):
+            result = result.get()
+        if self._remote and isinstance(result, list):
+            result = result[0]
+        return result
+
+    def infer_batch(self, batch: DataProto, temperature: float = 1.0) -> torch.Tensor:
+        """log pi(y_t | context, y_<t) of every response token, from logits / temperature:
+        [B, R] float32, 0 where response_mask is 0."""
+        td = _to_engine_input(batch, (), temperature)
+        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False)
+        output = self._call("infer_batch", td)
+        log_probs = no_padding_2_padding(tu.get(output, "log_probs"), td).float()
+        return log_probs * batch.batch["response_mask"].to(log_probs.dtype)
+
+    def train_mini_batch(self, batch: DataProto, loss_fn, *, mini_batch_size: int | None = None, epochs: int = 1,
+                         temperature: float = 1.0, shuffle: bool = False) -> dict:
+        """One pass of `epochs` x (B / mini_batch_size) optimizer steps with `loss_fn` (see `policy_loss`).
+
+        The batch carries advantages [B, R] and old_log_probs [B, R]; without old_log_probs the
+        sampling log-probs (rollout_log_probs) stand in. Returns verl's metrics (loss, grad_norm,
+        lr, the loss function's own). mini_batch_size defaults to the whole batch.
+        """
+        if self.settings.forward_only:
+            raise RuntimeError(f"engine for {self.settings.model_path!r} is forward-only and cannot train")
+        if "old_log_probs" not in batch.batch.keys() and "rollout_log_probs" in batch.batch.keys():
+            batch = DataProto(batch=batch.batch.clone(), meta_info=dict(batch.meta_info))
+            batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
+        td = _to_engine_input(batch, ("old_log_probs", "advantages"), temperature)
+        size = mini_batch_size or len(batch)
+        if len(batch) % size:
+            raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {size}")
+        tu.assign_non_tensor(
+            td, calculate_entropy=False, compute_loss=True, global_batch_size=size, mini_batch_size=size,
+            epochs=epochs, seed=self.settings.seed, dataloader_kwargs={"shuffle": shuffle},
+        )
+        if loss_fn is not self._loss_fn:
+            self._call("set_loss_fn", loss_fn)
+            self._loss_fn = loss_fn
+        output = self._call("train_mini_batch", td)
+        return dict(tu.get(output, "metrics"))
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """The current weights under their HF names (full tensors on CPU), ready for `load_state_dict`."""
+        return self._call("hf_state_dict")
+
+    def save_checkpoint(self, folder: str | os.PathLike, step: int) -> None:
+        """Model shards (float32), optimizer and scheduler state, and a `huggingface/` folder that
+        `from_pretrained` loads (verl writes it in bfloat16), under `folder`."""
+        self._call("save_checkpoint", str(folder), global_step=step)
+
+    def load_checkpoint(self, folder: str | os.PathLike) -> None:
+        """Restore model, optimizer and scheduler state written by `save_checkpoint` to `folder`."""
+        if not Path(folder).is_dir():
+            raise FileNotFoundError(f"checkpoint folder {str(folder)!r} does not exist")
+        self._call("load_checkpoint", str(folder), del_local_after_load=False)
