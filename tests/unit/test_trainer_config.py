@@ -1,0 +1,249 @@
+"""The Hydra config (verl's ppo_trainer + the project's keys) and its start-up validation:
+defaults are the paper's settings, verl's parts convert to verl's dataclasses, and every bad or
+contradictory setting stops with a message naming the key."""
+
+import copy
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+from verl.trainer.config import AlgoConfig, CheckpointConfig
+from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig, HFModelConfig, SamplingConfig
+
+from verl_masopd.config import compose_config
+from verl_masopd.rollout.backend import SamplingParams
+from verl_masopd.trainer.config import ConfigError, validate_config, verl_algo_config
+
+
+def math_row(uid: str) -> dict:
+    return {
+        "data_source": "toy",
+        "prompt": [{"role": "user", "content": f"What is {uid} + 1?"}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": "2"},
+        "extra_info": {"index": 0, "id": uid, "split": "train", "problem": f"What is {uid} + 1?"},
+    }
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "train.parquet"
+    pq.write_table(pa.Table.from_pylist([math_row(str(i)) for i in range(4)]), path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def paper_cfg():
+    """The defaults, with nothing but the mandatory paths set (they are not checked here)."""
+    return compose_config(["students.path=/models/student", "data.train_files=[/data/train.parquet]"])
+
+
+@pytest.fixture(scope="module")
+def cpu_cfg(tiny_model_path, tiny_teacher_path, train_file):
+    """A valid CPU run: tiny student and teacher, the math workflow."""
+    return compose_config(
+        [
+            "preset=cpu",
+            "workflow.domain=math",
+            f"students.path={tiny_model_path}",
+            f"teacher.model_path={tiny_teacher_path}",
+            f"data.train_files=[{train_file}]",
+        ]
+    )
+
+
+def with_values(cfg, **dotted):
+    """A copy of `cfg` with dotted keys (underscored `__` for `.`) set, new keys added."""
+    cfg = copy.deepcopy(cfg)
+    for key, value in dotted.items():
+        OmegaConf.update(cfg, key.replace("__", "."), value, force_add=True, merge=False)
+    return cfg
+
+
+def error_of(cfg) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg)
+    return str(info.value)
+
+
+def test_defaults_are_the_papers_common_settings(paper_cfg):
+    c = paper_cfg
+    assert (c.workflow.name, c.workflow.domain, c.workflow.agents_per_role, c.workflow.horizon) == ("mas", "code", 1, 4)
+    assert c.workflow.policy_sharing == "role"
+    assert (c.workflow.exec_timeout_s.code, c.workflow.exec_timeout_s.math) == (30.0, 20.0)
+    assert (c.rollout.group_size, c.actor_rollout_ref.rollout.n, c.rollout.tree_sampling) == (4, 4, False)
+    assert (c.data.max_prompt_length, c.data.max_response_length, c.data.train_batch_size) == (8192, 4096, 128)
+    assert c.trainer.total_training_steps == 150
+    actor = c.actor_rollout_ref.actor
+    assert (actor.ppo_mini_batch_size, actor.optim.lr, actor.optim.weight_decay, actor.grad_clip) == (64, 1e-6, 0.01, 1.0)
+    rollout = c.actor_rollout_ref.rollout
+    assert (rollout.temperature, rollout.top_p, rollout.top_k) == (1.0, 1.0, -1)
+    assert (rollout.val_kwargs.temperature, rollout.val_kwargs.top_p, rollout.val_kwargs.top_k) == (0.6, 0.95, 20)
+    assert c.algorithm.adv_estimator == "masopd"
+    assert dict(c.algorithm.masopd) == {"ras_coef": 1.0, "ras_clip": 5.0, "num_contrast_roles": 1}
+    assert (c.pac.enable, c.pac.attribution, c.pac.reveal_reference) == (True, "rules", False)
+    assert dict(c.algorithm.reward) == {"team_weight": 1.0, "local_weight": 1.0}
+    assert (c.algorithm.marft.critic_lr, c.algorithm.marft.critic_hidden, c.algorithm.grpo.group_by) == (1e-5, 64, "problem_role_turn")
+    assert c.actor_rollout_ref.model.path == "/models/student"
+
+
+def test_cpu_preset_has_tiny_sizes(cpu_cfg):
+    assert cpu_cfg.trainer.device == "cpu"
+    assert (cpu_cfg.data.max_prompt_length, cpu_cfg.data.max_response_length, cpu_cfg.data.train_batch_size) == (512, 64, 2)
+    assert (cpu_cfg.workflow.horizon, cpu_cfg.rollout.group_size, cpu_cfg.trainer.total_training_steps) == (2, 2, 2)
+
+
+def test_verl_sections_convert_to_verls_dataclasses(cpu_cfg, tiny_model_path):
+    actor = omega_conf_to_dataclass(cpu_cfg.actor_rollout_ref.actor)
+    assert isinstance(actor, FSDPActorConfig)
+    assert isinstance(actor.optim, FSDPOptimizerConfig) and actor.optim.lr == 1e-6
+    assert isinstance(actor.checkpoint, CheckpointConfig) and "optimizer" in actor.checkpoint.save_contents
+    val = omega_conf_to_dataclass(cpu_cfg.actor_rollout_ref.rollout.val_kwargs)
+    assert isinstance(val, SamplingConfig) and (val.temperature, val.top_k) == (0.6, 20)
+    model = omega_conf_to_dataclass(cpu_cfg.actor_rollout_ref.model)
+    assert isinstance(model, HFModelConfig) and model.local_path == tiny_model_path
+
+
+def test_algorithm_converts_to_verls_algo_config_only_without_the_project_sections(cpu_cfg):
+    with pytest.raises(Exception, match="masopd|reward"):
+        omega_conf_to_dataclass(cpu_cfg.algorithm, AlgoConfig)
+    algo = verl_algo_config(cpu_cfg)
+    assert isinstance(algo, AlgoConfig)
+    assert (algo.adv_estimator, algo.norm_adv_by_std_in_grpo, algo.use_kl_in_reward) == ("masopd", True, False)
+    assert "algorithm.colour" in str(pytest.raises(ConfigError, verl_algo_config, with_values(cpu_cfg, algorithm__colour=1)).value)
+
+
+@pytest.mark.parametrize(
+    "estimator, loss_mode, agg, kl",
+    [("masopd", "vanilla", "token-mean", False), ("magrpo", "gpg", "seq-mean-token-sum", False),
+     ("marft", "marft", "seq-mean-token-mean", False), ("cure", "vanilla", "token-mean", True)],
+)
+def test_the_estimator_chooses_the_actor_loss(paper_cfg, estimator, loss_mode, agg, kl):
+    actor = omega_conf_to_dataclass(with_values(paper_cfg, algorithm__adv_estimator=estimator).actor_rollout_ref.actor)
+    assert (actor.policy_loss.loss_mode, actor.loss_agg_mode, actor.use_kl_loss) == (loss_mode, agg, kl)
+    assert (actor.kl_loss_type, actor.kl_loss_coef) == ("low_var_kl", 0.01)
+
+
+def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, tiny_teacher_path, train_file):
+    run = validate_config(cpu_cfg)
+    assert run.policies == ("reasoner", "tool_user")
+    assert run.policy_path("reasoner") == tiny_model_path
+    assert run.teacher.model_path == tiny_teacher_path
+    assert run.estimator.name == "masopd" and run.estimator.needs_teacher
+    assert run.train_files == (train_file,) and run.val_files == ()
+    assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
+    assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
+    workflow = run.make_workflow()
+    assert (workflow.horizon, workflow.timeout, [a.name for a in workflow.agents]) == (2, 10.0, ["reasoner_0", "tool_user_0"])
+
+
+def test_per_agent_policies_and_their_own_starting_points(cpu_cfg, tiny_teacher_path):
+    cfg = with_values(cpu_cfg, workflow__agents_per_role=2, workflow__policy_sharing="agent",
+                      students__policy_paths={"tool_user_1": tiny_teacher_path})
+    run = validate_config(cfg)
+    assert run.policies == ("reasoner_0", "reasoner_1", "tool_user_0", "tool_user_1")
+    assert run.policy_path("tool_user_1") == tiny_teacher_path
+    assert run.policy_path("tool_user_0") == run.students.path
+
+
+def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
+    with pytest.raises(Exception, match="colour"):
+        compose_config([f"students.path={tiny_model_path}", "workflow.colour=red"])
+
+
+@pytest.mark.parametrize(
+    "key, value, named",
+    [
+        ("workflow.colour", "red", "workflow.colour: unknown key"),
+        ("workflow.exec_timeout_s.java", 5.0, "workflow.exec_timeout_s.java: unknown key"),
+        ("pac.verbose", True, "pac.verbose: unknown key"),
+        ("teacher.temperature", 0.5, "teacher.temperature: unknown key"),
+        ("students.lora", 8, "students.lora: unknown key"),
+        ("algorithm.masopd.ras_scale", 2.0, "algorithm.masopd.ras_scale"),
+        ("algorithm.marft.gama", 0.9, "algorithm.marft.gama"),
+        ("algorithm.colour", 1, "algorithm.colour: unknown key"),
+        ("workflow.horizon", 0, "workflow.horizon: must be >= 1"),
+        ("workflow.horizon", "four", "workflow.horizon: Value 'four' of type 'str' could not be converted to Integer"),
+        ("workflow.agents_per_role", 0, "workflow.agents_per_role"),
+        ("workflow.policy_sharing", "team", "workflow.policy_sharing"),
+        ("workflow.name", "trio", "workflow.name"),
+        ("workflow.options", {"colour": 1}, "workflow.options: workflow 'mas' (math): unknown option(s) ['colour']"),
+        ("workflow.options", {"timeout": 1.0}, "workflow.options.timeout: use workflow.exec_timeout_s"),
+        ("pac.attribution", "oracle", "pac.attribution"),
+        ("rollout.group_size", 0, "rollout.group_size"),
+        ("teacher.max_context_length", 1, "teacher.max_context_length"),
+        ("algorithm.adv_estimator", "ppo2", "algorithm.adv_estimator"),
+        ("algorithm.masopd.ras_clip", -1.0, "algorithm.masopd.ras_clip"),
+        ("trainer.logger", ["console", "neptune"], "trainer.logger"),
+    ],
+)
+def test_bad_values_and_unknown_keys_are_named(cpu_cfg, key, value, named):
+    assert named in error_of(with_values(cpu_cfg, **{key.replace(".", "__"): value}))
+
+
+def test_cure_on_math_is_refused(cpu_cfg):
+    message = error_of(with_values(cpu_cfg, algorithm__adv_estimator="cure", workflow__policy_sharing="shared"))
+    assert "workflow.domain" in message and "cure" in message
+
+
+def test_masopd_and_opd_need_a_teacher(cpu_cfg):
+    for estimator in ("masopd", "opd"):
+        message = error_of(with_values(cpu_cfg, algorithm__adv_estimator=estimator, teacher__model_path=None))
+        assert "teacher.model_path" in message and estimator in message
+
+
+def test_at_grpo_needs_tree_sampling_with_branches(cpu_cfg):
+    assert "rollout.tree_sampling" in error_of(with_values(cpu_cfg, algorithm__adv_estimator="at_grpo"))
+    one_branch = with_values(cpu_cfg, algorithm__adv_estimator="at_grpo", rollout__tree_sampling=True, rollout__group_size=1)
+    assert "rollout.group_size: tree sampling needs at least 2 branches" in error_of(one_branch)
+    assert validate_config(with_values(cpu_cfg, algorithm__adv_estimator="at_grpo", rollout__tree_sampling=True)).rollout.group_size == 2
+
+
+def test_an_explicit_loss_that_contradicts_the_estimator_is_refused(cpu_cfg):
+    message = error_of(with_values(cpu_cfg, actor_rollout_ref__actor__policy_loss__loss_mode="gpg"))
+    assert "actor_rollout_ref.actor.policy_loss.loss_mode" in message
+
+
+def test_one_shared_policy_with_per_role_paths_is_refused(cpu_cfg, tiny_model_path):
+    cfg = with_values(cpu_cfg, workflow__policy_sharing="shared", students__policy_paths={"reasoner": tiny_model_path})
+    message = error_of(cfg)
+    assert "students.policy_paths" in message and "workflow.policy_sharing=shared" in message
+
+
+def test_paths_for_policies_the_run_does_not_have_are_refused(cpu_cfg, tiny_model_path):
+    message = error_of(with_values(cpu_cfg, students__policy_paths={"coder": tiny_model_path}))
+    assert "students.policy_paths: ['coder'] are not policies of this run (['reasoner', 'tool_user'])" in message
+
+
+def test_single_agent_workflow_has_one_agent(cpu_cfg):
+    single = with_values(cpu_cfg, workflow__name="sa", algorithm__adv_estimator="grpo")
+    assert validate_config(single).policies == ("reasoner",)
+    assert "workflow.agents_per_role" in error_of(with_values(single, workflow__agents_per_role=2))
+
+
+def test_missing_model_folders_are_named(cpu_cfg, tmp_path):
+    assert "students.path" in error_of(with_values(cpu_cfg, students__path=str(tmp_path / "nowhere")))
+    assert "teacher.model_path" in error_of(with_values(cpu_cfg, teacher__model_path=str(tmp_path)))
+    mandatory = with_values(cpu_cfg, students__path="???")
+    assert "students.path: a value is required" in error_of(mandatory)
+
+
+def test_a_teacher_with_another_tokenizer_is_refused(cpu_cfg, tiny_model_path, tmp_path):
+    other = tmp_path / "other_teacher"
+    shutil.copytree(tiny_model_path, other)
+    tokenizer = AutoTokenizer.from_pretrained(other)
+    tokenizer.add_tokens(["<extra_token>"])
+    tokenizer.save_pretrained(other)
+    message = error_of(with_values(cpu_cfg, teacher__model_path=str(other)))
+    assert message.startswith("students.path") and "differs from the teacher's" in message
+
+
+def test_missing_data_files_are_named(cpu_cfg, tmp_path, train_file):
+    missing = str(tmp_path / "absent.parquet")
+    assert "data.train_files" in error_of(with_values(cpu_cfg, data__train_files=[train_file, missing]))
+    assert missing in error_of(with_values(cpu_cfg, data__val_files=missing))
+    assert "data.train_files" in error_of(with_values(cpu_cfg, data__train_files=[]))
