@@ -1,0 +1,55 @@
+"""End-to-end evaluation of the tiny model on the built-in datasets through the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("domain,workflow,roles", [("code", "mas", {"coder_0", "tester_0"}),
+                                                   ("math", "mas", {"reasoner_0", "tool_user_0"}),
+                                                   ("math", "sa", {"reasoner_0"})])
+def test_eval_cli_end_to_end(tmp_path, tiny_model_path, tiny_teacher_path, domain, workflow, roles):
+    data = tmp_path / f"{domain}.parquet"
+    subprocess.run([sys.executable, "-m", "data_prep", "builtin", "--domain", domain, "--output", str(data), "--n", "3"],
+                   check=True, capture_output=True)
+    out = tmp_path / "out"
+    role = "tester" if domain == "code" else "tool_user"
+    extra = ["--role-model", f"{role}={tiny_teacher_path}"] if workflow == "mas" else []
+    done = subprocess.run(
+        [sys.executable, "-m", "verl_masopd.eval", "--data", str(data), "--model", tiny_model_path, *extra,
+         "--workflow", workflow, "--horizon", "2", "--k", "2", "--max-new-tokens", "12", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert [r["uid"] for r in records] == [f"{domain}-{i}" for i in range(3)]
+    for r in records:
+        assert len(r["episodes"]) == 2
+        for e in r["episodes"]:
+            assert 1 <= e["num_turns"] <= 2 and len(e["turns"]) == e["num_turns"]
+            assert set(e["turns"][0]["outputs"]) == roles
+            assert isinstance(e["correct"], bool)
+        assert r["accuracy"] == sum(e["correct"] for e in r["episodes"]) / 2
+    [row] = list(csv.DictReader(open(out / "summary.csv")))
+    episodes = [e for r in records for e in r["episodes"]]
+    assert int(row["problems"]) == 3 and int(row["episodes"]) == 6
+    assert float(row["avg_turns"]) == pytest.approx(sum(e["num_turns"] for e in episodes) / 6)
+    agreed0 = sum(e["turns"][0]["agreed"] for e in episodes) / 6
+    assert float(row["agreement@0"]) == pytest.approx(agreed0)
+    header = (out / "summary.md").read_text().splitlines()[0]
+    assert "| accuracy |" in header and "| agreement@1 |" in header
+
+
+def test_eval_cli_rejects_unknown_role(tmp_path, tiny_model_path):
+    data = tmp_path / "math.parquet"
+    subprocess.run([sys.executable, "-m", "data_prep", "builtin", "--domain", "math", "--output", str(data), "--n", "1"],
+                   check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "verl_masopd.eval", "--data", str(data), "--model", tiny_model_path,
+                           "--role-model", "coder=/x", "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert done.returncode == 2 and "--role-model 'coder=/x'" in done.stderr

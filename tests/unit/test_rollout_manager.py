@@ -1,0 +1,246 @@
+"""The episode runner over a real Workflow subclass ("relay": two roles that must say the same
+answer) and a scripted stand-in generation backend."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+
+import pytest
+
+from verl_masopd.chat import encode_messages
+from verl_masopd.rollout.backend import Generation, SamplingParams
+from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.workflows.base import Action, Episode, Judgement, Reward, Turn, Workflow
+from verl_masopd.workflows.problem import Problem
+
+LOG_PROB = -0.25
+
+
+class RelayWorkflow(Workflow):
+    """Agents state an answer; agreement when all answers are equal; everyone sees all answers."""
+
+    name, domain, roles = "relay", "math", ("asker", "checker")
+
+    def __init__(self, agents_per_role=1, horizon=4, step_delay_s=0.0):
+        super().__init__(agents_per_role, horizon)
+        self.step_delay_s = step_delay_s
+        self.step_threads: set[str] = set()
+
+    def render(self, episode, agent, turn, role=None):
+        seen = "; ".join(f"{n}={a.text}" for n, a in sorted(episode.turns[turn - 1].actions.items())) if turn else ""
+        return [{"role": "system", "content": f"You are {role or agent.role}."},
+                {"role": "user", "content": f"Problem {episode.problem.uid}: {episode.problem.statement}\n"
+                                            f"turn {turn} seat {agent.name} seen [{seen}]"}]
+
+    def parse(self, agent, text):
+        return Action(agent, text, {"answer": text.strip()}, None if text.strip() else "empty output")
+
+    def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
+        self.step_threads.add(threading.current_thread().name)
+        time.sleep(self.step_delay_s)
+        answers = {a.fields["answer"] for a in actions.values()}
+        turn = Turn(len(episode.turns), actions, report="", agreed=len(answers) == 1 and "" not in answers)
+        episode.turns.append(turn)
+        episode.done = turn.agreed or len(episode.turns) >= self.horizon
+        return turn
+
+    def judge(self, episode):
+        last = episode.turns[-1].actions["asker_0"].fields["answer"]
+        local = {(t.index, n): Reward(float(a.fields["answer"] == episode.problem.answer), True)
+                 for t in episode.turns for n, a in t.actions.items()}
+        return Judgement(last == episode.problem.answer, float(last == episode.problem.answer), last, local)
+
+    def attribute(self, episode, turn):
+        return None
+
+
+class ScriptedBackend:
+    """Answers `script(prompt_text)` + eos, each token with log-prob LOG_PROB; records call sizes."""
+
+    def __init__(self, tokenizer, script, fail_calls=0, delay_s=0.0):
+        self.tokenizer, self.script = tokenizer, script
+        self.fail_calls, self.delay_s = fail_calls, delay_s
+        self.calls: list[int] = []
+
+    async def generate(self, prompts, sampling):
+        self.calls.append(len(prompts))
+        if len(self.calls) <= self.fail_calls:
+            raise ConnectionError("server unavailable")
+        await asyncio.sleep(self.delay_s)
+        out = []
+        for p in prompts:
+            ids = self.tokenizer.encode(self.script(self.tokenizer.decode(p)), add_special_tokens=False)
+            ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+            out.append(Generation(ids, [LOG_PROB] * len(ids), "stop"))
+        return out
+
+    def update_weights(self, state_dict, version):
+        pass
+
+
+def answer_at_turn(turn_of_agreement: dict[str, int]):
+    """Problem p's agents agree on "7" from turn turn_of_agreement[p]; before, each says its seat name."""
+
+    def script(prompt: str) -> str:
+        uid, turn, seat = re.search(r"Problem (\w+):.*turn (\d+) seat (\w+)", prompt, re.S).groups()
+        return "7" if int(turn) >= turn_of_agreement[uid] else seat
+
+    return script
+
+
+def problems(*uids):
+    return [Problem(uid=u, domain="math", statement=f"what is 3+4 ({u})", answer="7") for u in uids]
+
+
+def manager(tokenizer, script, sharing="role", agents_per_role=1, horizon=4, **kw):
+    workflow = RelayWorkflow(agents_per_role, horizon)
+    names = {"role": ["asker", "checker"], "shared": ["shared"],
+             "agent": [a.name for a in workflow.agents]}[sharing]
+    backends = {n: ScriptedBackend(tokenizer, script) for n in names}
+    return RolloutManager(workflow, backends, tokenizer, policy_sharing=sharing, **kw), backends
+
+
+async def test_records_every_turn_with_its_exact_context(tiny_tokenizer):
+    m, _ = manager(tiny_tokenizer, answer_at_turn({"p0": 1}))
+    with m:
+        [result] = await m.run(problems("p0"))
+    assert [t.agreed for t in result.episode.turns] == [False, True]
+    assert result.judgement.correct and result.judgement.team == 1.0
+    assert [(s.turn, s.agent, s.role, s.policy) for s in result.samples] == [
+        (0, "asker_0", "asker", "asker"), (0, "checker_0", "checker", "checker"),
+        (1, "asker_0", "asker", "asker"), (1, "checker_0", "checker", "checker")]
+    for s in result.samples:
+        agent = result.episode.agent(s.agent)
+        assert s.prompt_ids == encode_messages(tiny_tokenizer, m.workflow.render(result.episode, agent, s.turn))
+        assert tiny_tokenizer.decode(s.response_ids, skip_special_tokens=True) == result.episode.turns[s.turn].actions[s.agent].text
+        assert s.rollout_log_probs == [LOG_PROB] * len(s.response_ids)
+        assert s.finish_reason == "stop" and s.group_id == "p0" and s.branch == 0
+    assert "asker_0=asker_0; checker_0=checker_0" in tiny_tokenizer.decode(result.samples[2].prompt_ids)
+
+
+async def test_group_rollouts_batched_per_policy_per_turn(tiny_tokenizer):
+    m, backends = manager(tiny_tokenizer, answer_at_turn({"p0": 0, "p1": 1, "p2": 9}), horizon=3)
+    with m:
+        results = await m.run(problems("p0", "p1", "p2"), group_size=2)
+    assert [r.group_id for r in results] == ["p0", "p0", "p1", "p1", "p2", "p2"]
+    assert len({r.episode_id for r in results}) == 6
+    assert [len(r.episode.turns) for r in results] == [1, 1, 2, 2, 3, 3]
+    # one call per policy per turn, holding every live episode: 6, then 4 (p0 done), then 2 (p2 at horizon)
+    assert backends["asker"].calls == [6, 4, 2] and backends["checker"].calls == [6, 4, 2]
+    assert [r.judgement.correct for r in results] == [True, True, True, True, False, False]
+    assert m.metrics.episodes == 6 and m.metrics.turns == 12 and m.metrics.failed_generations == 0
+
+
+@pytest.mark.parametrize("sharing,calls", [("shared", {"shared": [8]}),
+                                           ("agent", {"asker_0": [2], "asker_1": [2], "checker_0": [2], "checker_1": [2]})])
+async def test_policy_sharing_routes_agents_to_backends(tiny_tokenizer, sharing, calls):
+    m, backends = manager(tiny_tokenizer, lambda prompt: "7", sharing=sharing, agents_per_role=2)
+    with m:
+        results = await m.run(problems("p0", "p1"))
+    assert {n: b.calls for n, b in backends.items()} == calls
+    expected = {"shared": {"shared"}, "agent": {"asker_0", "asker_1", "checker_0", "checker_1"}}[sharing]
+    assert {s.policy for r in results for s in r.samples} == expected
+    assert all(s.policy == (s.agent if sharing == "agent" else "shared") for r in results for s in r.samples)
+
+
+def test_missing_backend_named(tiny_tokenizer):
+    with pytest.raises(ValueError, match=r"no generation backend for policies \['checker'\]"):
+        RolloutManager(RelayWorkflow(), {"asker": ScriptedBackend(tiny_tokenizer, str)}, tiny_tokenizer)
+
+
+async def test_duplicate_problem_uids_rejected(tiny_tokenizer):
+    m, _ = manager(tiny_tokenizer, lambda prompt: "7")
+    with m, pytest.raises(ValueError, match="unique"):
+        await m.run(problems("p0", "p0"))
+
+
+async def test_transient_failure_retried(tiny_tokenizer):
+    workflow = RelayWorkflow()
+    flaky = ScriptedBackend(tiny_tokenizer, lambda p: "7", fail_calls=1)
+    backends = {"asker": flaky, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
+    with RolloutManager(workflow, backends, tiny_tokenizer, max_retries=2) as m:
+        [result] = await m.run(problems("p0"))
+    assert flaky.calls == [1, 1]
+    assert result.failed_generations == 0 and result.judgement.correct
+    assert m.metrics.generation_retries == 1 and m.metrics.failure_reasons["ConnectionError"] == 1
+
+
+async def test_persistent_failure_becomes_failed_turns_not_an_error(tiny_tokenizer):
+    workflow = RelayWorkflow(horizon=2)
+    dead = ScriptedBackend(tiny_tokenizer, lambda p: "7", fail_calls=100)
+    backends = {"asker": dead, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
+    with RolloutManager(workflow, backends, tiny_tokenizer, max_retries=2) as m:
+        results = await m.run(problems("p0", "p1"))
+    assert dead.calls == [2, 2, 2, 2, 2, 2]  # 2 turns x (1 try + 2 retries), both episodes batched
+    for r in results:
+        failed = [s for s in r.samples if s.agent == "asker_0"]
+        assert [(s.finish_reason, s.response_ids, s.rollout_log_probs) for s in failed] == [("failed", [], [])] * 2
+        assert r.failed_generations == 2
+        assert r.episode.turns[0].actions["asker_0"].error == "empty output"
+        assert not r.episode.turns[0].agreed and len(r.episode.turns) == 2
+    assert m.metrics.failed_generations == 4 and m.metrics.generation_retries == 4
+
+
+async def test_timeout_counts_as_failure(tiny_tokenizer):
+    workflow = RelayWorkflow(horizon=1)
+    slow = ScriptedBackend(tiny_tokenizer, lambda p: "7", delay_s=5.0)
+    backends = {"asker": slow, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
+    with RolloutManager(workflow, backends, tiny_tokenizer, max_retries=1, generation_timeout_s=0.05) as m:
+        [result] = await m.run(problems("p0"))
+    assert result.failed_generations == 1 and m.metrics.failure_reasons["TimeoutError"] == 2
+    assert result.samples[1].finish_reason == "stop"
+
+
+async def test_malformed_generations_retried_alone(tiny_tokenizer):
+    class HalfBroken(ScriptedBackend):
+        async def generate(self, prompts, sampling):
+            out = await super().generate(prompts, sampling)
+            if len(self.calls) == 1:
+                out[0] = Generation(out[0].token_ids, out[0].log_probs[:-1], "stop")
+            return out
+
+    broken = HalfBroken(tiny_tokenizer, lambda p: "7")
+    backends = {"asker": broken, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
+    with RolloutManager(RelayWorkflow(), backends, tiny_tokenizer) as m:
+        results = await m.run(problems("p0", "p1", "p2"))
+    assert broken.calls == [3, 1]
+    assert m.metrics.failure_reasons["log_probs_length_mismatch"] == 1
+    assert all(r.failed_generations == 0 and r.judgement.correct for r in results)
+
+
+async def test_workflow_step_runs_off_the_event_loop(tiny_tokenizer):
+    workflow = RelayWorkflow(horizon=1, step_delay_s=0.3)
+    backends = {n: ScriptedBackend(tiny_tokenizer, lambda p: "7") for n in ("asker", "checker")}
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    with RolloutManager(workflow, backends, tiny_tokenizer) as m:
+        task = asyncio.ensure_future(ticker())
+        await m.run(problems("p0"))
+        task.cancel()
+    assert threading.main_thread().name not in workflow.step_threads
+    assert all(name.startswith("workflow-step") for name in workflow.step_threads)
+    assert ticks > 5
+
+
+async def test_sampling_params_passed_through(tiny_tokenizer):
+    seen = []
+
+    class Recording(ScriptedBackend):
+        async def generate(self, prompts, sampling):
+            seen.append(sampling)
+            return await super().generate(prompts, sampling)
+
+    backends = {n: Recording(tiny_tokenizer, lambda p: "7") for n in ("asker", "checker")}
+    params = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
+    with RolloutManager(RelayWorkflow(), backends, tiny_tokenizer, sampling=params) as m:
+        await m.run(problems("p0"))
+    assert seen == [params, params]

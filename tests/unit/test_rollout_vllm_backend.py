@@ -1,0 +1,107 @@
+"""VerlServerBackend against a stand-in for verl's server-manager client that enforces the real
+rules (notes/verl-multi-policy-gpu.md) and returns verl's own TokenOutput."""
+
+from __future__ import annotations
+
+import pytest
+from verl.workers.rollout.replica import TokenOutput
+
+from verl_masopd.rollout.backend import SamplingParams
+from verl_masopd.rollout.vllm_backend import VerlServerBackend
+
+EOS = 2
+MAX_MODEL_LEN = 16
+
+
+class StandInServer:
+    """Answers prompt p with p[0] tokens 100, 101, … then eos, cut at max_tokens."""
+
+    def __init__(self):
+        self.asleep = False
+        self.global_steps = None
+        self.seen_params: list[dict] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        if self.asleep:
+            raise RuntimeError("generate called while the replicas sleep")
+        if len(prompt_ids) >= MAX_MODEL_LEN:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens >= max_model_len {MAX_MODEL_LEN}")
+        if sampling_params.get("n", 1) != 1:
+            raise ValueError("n must be 1")
+        self.seen_params.append(dict(sampling_params))
+        tokens = ([100 + i for i in range(prompt_ids[0])] + [EOS])[: sampling_params["max_tokens"]]
+        log_probs = [-0.1 * (i + 1) for i in range(len(tokens))] if sampling_params.get("logprobs") else None
+        return TokenOutput(token_ids=tokens, log_probs=log_probs, stop_reason="completed",
+                           extra_fields={"global_steps": self.global_steps})
+
+
+class StandInCheckpointManager:
+    def __init__(self, server):
+        self.server = server
+
+    def update_weights(self, global_steps=None):
+        self.server.global_steps = global_steps
+        self.server.asleep = False
+
+    def sleep_replicas(self):
+        self.server.asleep = True
+
+    def wake_up_replicas(self):
+        self.server.asleep = False
+
+
+@pytest.fixture
+def server():
+    return StandInServer()
+
+
+async def test_tokens_log_probs_and_finish_reasons(server):
+    backend = VerlServerBackend(server, [EOS])
+    gens = await backend.generate([[2, 9], [5, 9, 9]], SamplingParams(0.6, 0.95, 20, max_new_tokens=4))
+    assert [(g.token_ids, g.finish_reason) for g in gens] == [([100, 101, EOS], "stop"), ([100, 101, 102, 103], "length")]
+    assert gens[0].log_probs == pytest.approx([-0.1, -0.2, -0.3])
+    assert server.seen_params[0] == {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 4, "logprobs": True}
+
+
+async def test_over_long_prompt_fails_alone(server):
+    backend = VerlServerBackend(server, [EOS])
+    gens = await backend.generate([[1] * MAX_MODEL_LEN, [1]], SamplingParams(max_new_tokens=8))
+    assert [(g.token_ids, g.finish_reason) for g in gens] == [([], "failed"), ([100, EOS], "stop")]
+
+
+async def test_weight_sync_and_stale_responses(server):
+    manager = StandInCheckpointManager(server)
+    backend = VerlServerBackend(server, [EOS], checkpoint_manager=manager)
+    backend.update_weights({}, 3)
+    assert server.global_steps == 3 and backend.version == 3
+    [gen] = await backend.generate([[1]], SamplingParams())
+    assert gen.finish_reason == "stop"
+    server.global_steps = 2  # a replica that missed the sync
+    [gen] = await backend.generate([[1]], SamplingParams())
+    assert gen.finish_reason == "failed"
+
+
+async def test_generate_while_asleep_fails_until_weights_are_synced(server):
+    backend = VerlServerBackend(server, [EOS], checkpoint_manager=StandInCheckpointManager(server), version=0)
+    server.global_steps = 0
+    backend.sleep()
+    [gen] = await backend.generate([[1]], SamplingParams())
+    assert gen.finish_reason == "failed"
+    backend.update_weights({}, 1)
+    [gen] = await backend.generate([[1]], SamplingParams())
+    assert (gen.token_ids, gen.finish_reason) == ([100, EOS], "stop")
+
+
+async def test_missing_log_probs_rejected():
+    class NoLogProbs(StandInServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            out = await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+            return TokenOutput(token_ids=out.token_ids, log_probs=None, extra_fields=out.extra_fields)
+
+    [gen] = await VerlServerBackend(NoLogProbs(), [EOS]).generate([[1]], SamplingParams())
+    assert gen.finish_reason == "failed"
+
+
+def test_update_without_checkpoint_manager_is_an_error(server):
+    with pytest.raises(RuntimeError, match="no checkpoint manager"):
+        VerlServerBackend(server, [EOS]).update_weights({}, 1)

@@ -1,0 +1,64 @@
+"""Evaluation of frozen policies: k episodes per problem, one JSON-ready record per problem."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.rollout.records import EpisodeResult
+from verl_masopd.workflows.base import Workflow
+from verl_masopd.workflows.problem import Problem
+
+
+async def evaluate(
+    manager: RolloutManager,
+    problems: Sequence[Problem],
+    k: int,
+    batch_size: int,
+    on_episode_done: Callable[[EpisodeResult], None] | None = None,
+) -> list[dict]:
+    """Records of `problems` in order, played `batch_size` problems at a time, k episodes each."""
+    records = []
+    for start in range(0, len(problems), batch_size):
+        chunk = problems[start:start + batch_size]
+        results = await manager.run(chunk, group_size=k, on_episode_done=on_episode_done)
+        for i, problem in enumerate(chunk):
+            records.append(problem_record(manager.workflow, problem, results[i * k:(i + 1) * k]))
+    return records
+
+
+def problem_record(workflow: Workflow, problem: Problem, results: list[EpisodeResult]) -> dict:
+    """uid, per-episode outputs / verdicts / turns / correctness, and the problem's accuracy."""
+    episodes = [episode_record(workflow, r) for r in results]
+    return {
+        "uid": problem.uid,
+        "domain": problem.domain,
+        "data_source": problem.data_source,
+        "accuracy": sum(e["correct"] for e in episodes) / len(episodes),
+        "episodes": episodes,
+    }
+
+
+def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
+    episode, judgement = result.episode, result.judgement
+    turns = []
+    for turn in episode.turns:
+        attribution = None if turn.agreed else workflow.attribute(episode, turn.index)
+        turns.append({
+            "turn": turn.index,
+            "outputs": {name: action.text for name, action in turn.actions.items()},
+            "parse_errors": {name: action.error for name, action in turn.actions.items() if action.error},
+            "report": turn.report,
+            "agreed": turn.agreed,
+            "verdicts": None if attribution is None else attribution.verdicts,
+            "verifier": turn.verifier,
+        })
+    return {
+        "episode_id": result.episode_id,
+        "correct": judgement.correct,
+        "team": judgement.team,
+        "submission": judgement.submission,
+        "num_turns": len(episode.turns),
+        "failed_generations": result.failed_generations,
+        "turns": turns,
+    }

@@ -1,0 +1,37 @@
+"""The generation backend protocol: batched token-id prompts in, token ids and log-probs out.
+
+Generation stops at the tokenizer's eos (or pad) token or after `max_new_tokens`; a generated
+eos token is included in `token_ids` with its log-prob, as verl does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """top_k = -1 means no top-k filtering; top_p = 1.0 means no nucleus filtering."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 256
+
+
+@dataclass
+class Generation:
+    """One sampled response: `finish_reason` is "stop" (eos generated) or "length"."""
+
+    token_ids: list[int]
+    log_probs: list[float]
+    finish_reason: str
+
+
+class GenerationBackend(Protocol):
+    async def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
+        """One `Generation` per prompt, in order."""
+
+    def update_weights(self, state_dict: dict, version: int) -> None:
+        """Replace the model's weights by `state_dict`; later generations use them."""

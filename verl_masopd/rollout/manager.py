@@ -1,0 +1,262 @@
+"""The asynchronous multi-agent episode runner.
+
+For G rollouts of each problem the manager plays the workflow turn by turn until agreement or the
+horizon: at turn t every live agent's context u = encode_messages(render(episode, agent, t)) is
+sent to its policy's backend, the responses are parsed into actions and `workflow.step` executes
+them. The requests of all live episodes for one policy at one turn go to the backend as one call
+(the policies' calls run concurrently); `step` and `judge` (sandbox work, blocking) run in a
+thread pool so the event loop keeps serving the backends.
+
+A generation that raises, times out or comes back malformed is retried up to `max_retries`
+times; after that the turn is recorded as failed (empty response, finish_reason "failed"): the
+workflow parses the empty text like any bad output, and the event is counted in `metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from verl_masopd.chat import encode_messages
+from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams
+from verl_masopd.rollout.policies import policies_of, policy_of
+from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, Sample
+from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn, Workflow
+from verl_masopd.workflows.problem import Problem
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Request:
+    """One generation request: `agent` of the episode `key` at the current turn, context `prompt_ids`."""
+
+    key: object
+    agent: Agent
+    policy: str
+    prompt_ids: list[int]
+
+
+@dataclass
+class RolloutMetrics:
+    episodes: int = 0
+    turns: int = 0
+    generation_calls: int = 0
+    generation_retries: int = 0
+    failed_generations: int = 0
+    generation_seconds: float = 0.0
+    failure_reasons: Counter = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, float]:
+        out = {k: v for k, v in vars(self).items() if k != "failure_reasons"}
+        out.update({f"failure/{reason}": n for reason, n in self.failure_reasons.items()})
+        return out
+
+
+@dataclass
+class _Live:
+    episode_id: str
+    group_id: str
+    episode: Episode
+    samples: list[Sample] = field(default_factory=list)
+    failed: int = 0
+
+
+class RolloutManager:
+    """Plays `workflow` with one `GenerationBackend` per policy (`backends[policy_name]`).
+
+    `policy_sharing` maps agents to policies (rollout/policies.py); `tokenizer` encodes every
+    context with `encode_messages` and decodes responses. Use as a context manager, or `close()`.
+    """
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        backends: Mapping[str, GenerationBackend],
+        tokenizer,
+        *,
+        policy_sharing: str = "role",
+        sampling: SamplingParams = SamplingParams(),
+        max_retries: int = 2,
+        generation_timeout_s: float | None = None,
+        step_threads: int = 4,
+    ):
+        needed = policies_of(workflow.agents, policy_sharing)
+        missing = [p for p in needed if p not in backends]
+        if missing:
+            raise ValueError(f"no generation backend for policies {missing} (policy_sharing={policy_sharing!r}, "
+                             f"backends given: {sorted(backends)})")
+        if max_retries < 0:
+            raise ValueError(f"rollout.max_retries must be >= 0, got {max_retries}")
+        self.workflow = workflow
+        self.backends = dict(backends)
+        self.tokenizer = tokenizer
+        self.policy_sharing = policy_sharing
+        self.sampling = sampling
+        self.max_retries = max_retries
+        self.generation_timeout_s = generation_timeout_s
+        self.metrics = RolloutMetrics()
+        self._pool = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="workflow-step")
+        self._episode_counter = 0
+
+    def __enter__(self) -> RolloutManager:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    async def run(
+        self,
+        problems: Sequence[Problem],
+        group_size: int = 1,
+        on_episode_done: Callable[[EpisodeResult], None] | None = None,
+    ) -> list[EpisodeResult]:
+        """G = `group_size` episodes per problem, all played at once; results in problem order.
+
+        Episodes of one problem share `group_id` = the problem uid (the GRPO group key).
+        """
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        check_unique_uids(problems)
+        lives = [_Live(self.new_episode_id(p.uid), p.uid, self.workflow.reset(p))
+                 for p in problems for _ in range(group_size)]
+        results: dict[int, EpisodeResult] = {}
+
+        async def finish(i: int, live: _Live) -> None:
+            judgement = await self.judge(live.episode)
+            result = EpisodeResult(live.episode_id, live.group_id, live.episode, live.samples, judgement, live.failed)
+            results[i] = result
+            self.metrics.episodes += 1
+            if on_episode_done is not None:
+                on_episode_done(result)
+
+        finishing = []
+        active = list(enumerate(lives))
+        while active:
+            turn = len(active[0][1].episode.turns)
+            requests = [Request(i, a, policy_of(a, self.policy_sharing), self.context_ids(live.episode, a, turn))
+                        for i, live in active for a in live.episode.agents]
+            generations = await self.generate(requests)
+            actions: dict[int, dict[str, Action]] = {i: {} for i, _ in active}
+            for request, gen in zip(requests, generations, strict=True):
+                live = lives[request.key]
+                actions[request.key][request.agent.name] = self.action_of(request.agent, gen)
+                live.samples.append(self.sample_of(live.episode_id, live.group_id, 0, turn, request, gen))
+                live.failed += gen.finish_reason == FAILED
+            steps = [self.step(live.episode, actions[i]) for i, live in active]
+            await asyncio.gather(*steps)
+            self.metrics.turns += len(active)
+            for i, live in active:
+                if live.episode.done:
+                    finishing.append(asyncio.ensure_future(finish(i, live)))
+            active = [(i, live) for i, live in active if not live.episode.done]
+        await asyncio.gather(*finishing)
+        return [results[i] for i in range(len(lives))]
+
+    def context_ids(self, episode: Episode, agent: Agent, turn: int) -> list[int]:
+        """u: the token ids of what `agent` sees at `turn`."""
+        return encode_messages(self.tokenizer, self.workflow.render(episode, agent, turn))
+
+    def action_of(self, agent: Agent, generation: Generation) -> Action:
+        text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        return self.workflow.parse(agent, text)
+
+    @staticmethod
+    def sample_of(episode_id: str, group_id: str, branch: int, turn: int, request: Request, gen: Generation) -> Sample:
+        return Sample(episode_id, group_id, branch, turn, request.agent.name, request.agent.role, request.policy,
+                      list(request.prompt_ids), list(gen.token_ids), list(gen.log_probs), gen.finish_reason)
+
+    async def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
+        """`workflow.step` in the thread pool; checks the workflow ends episodes at its horizon."""
+        loop = asyncio.get_running_loop()
+        turn = await loop.run_in_executor(self._pool, self.workflow.step, episode, actions)
+        if not episode.done and len(episode.turns) >= self.workflow.horizon:
+            raise RuntimeError(f"workflow {self.workflow.name!r} did not end the episode of {episode.problem.uid} "
+                               f"at its horizon {self.workflow.horizon}")
+        return turn
+
+    async def judge(self, episode: Episode) -> Judgement:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.workflow.judge, episode)
+
+    async def generate(self, requests: list[Request]) -> list[Generation]:
+        """One backend call per policy (concurrently); one `Generation` per request, in order."""
+        by_policy: dict[str, list[int]] = {}
+        for i, request in enumerate(requests):
+            by_policy.setdefault(request.policy, []).append(i)
+        outputs = await asyncio.gather(
+            *(self._generate_policy(policy, [requests[i].prompt_ids for i in idx]) for policy, idx in by_policy.items())
+        )
+        generations: list[Generation] = [None] * len(requests)  # type: ignore[list-item]
+        for idx, gens in zip(by_policy.values(), outputs, strict=True):
+            for i, gen in zip(idx, gens, strict=True):
+                generations[i] = gen
+        return generations
+
+    async def _generate_policy(self, policy: str, prompts: list[list[int]]) -> list[Generation]:
+        """Bounded retries of the prompts still without a well-formed generation, then "failed"."""
+        backend = self.backends[policy]
+        results: list[Generation | None] = [None] * len(prompts)
+        pending = list(range(len(prompts)))
+        for attempt in range(1 + self.max_retries):
+            if attempt:
+                self.metrics.generation_retries += 1
+            self.metrics.generation_calls += 1
+            start = time.perf_counter()
+            try:
+                gens = await asyncio.wait_for(backend.generate([prompts[i] for i in pending], self.sampling),
+                                              self.generation_timeout_s)
+                if len(gens) != len(pending):
+                    raise ValueError(f"backend returned {len(gens)} generations for {len(pending)} prompts")
+            except Exception as e:  # a backend failure of any kind must not end the rollout: retry, then record
+                self.metrics.failure_reasons[type(e).__name__] += 1
+                logger.warning("policy %s: generation attempt %d failed: %r", policy, attempt + 1, e)
+                continue
+            finally:
+                self.metrics.generation_seconds += time.perf_counter() - start
+            still = []
+            for i, gen in zip(pending, gens, strict=True):
+                reason = _malformed(gen)
+                if reason is None:
+                    results[i] = gen
+                else:
+                    self.metrics.failure_reasons[reason] += 1
+                    still.append(i)
+            pending = still
+            if not pending:
+                break
+        for i in pending:
+            results[i] = Generation([], [], FAILED)
+            self.metrics.failed_generations += 1
+        return results  # type: ignore[return-value]
+
+    def new_episode_id(self, uid: str) -> str:
+        """An id unique over this manager's lifetime: the problem uid and a counter."""
+        self._episode_counter += 1
+        return f"{uid}#{self._episode_counter}"
+
+
+def _malformed(gen: Generation) -> str | None:
+    """Why a backend's generation cannot be recorded, or None when it is well-formed."""
+    if gen.finish_reason not in (STOP, LENGTH):
+        return f"finish_reason_{gen.finish_reason}"
+    if not gen.token_ids:
+        return "empty_response"
+    if len(gen.log_probs) != len(gen.token_ids):
+        return "log_probs_length_mismatch"
+    return None
+
+
+def check_unique_uids(problems: Sequence[Problem]) -> None:
+    seen = Counter(p.uid for p in problems)
+    repeated = [uid for uid, n in seen.items() if n > 1]
+    if repeated:
+        raise ValueError(f"problem uids must be unique within a rollout batch (they key the groups): {repeated[:5]}")

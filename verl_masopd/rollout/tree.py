@@ -1,0 +1,111 @@
+"""Tree sampling for AT-GRPO: K branches per problem whose groups share identical histories.
+
+Per problem one committed episode E is played. At turn t every agent a samples K responses
+y_a^1..y_a^K from its context u_a = render(E, a, t) (one per branch; the contexts are identical
+because the branches share E). For each branch k the joint action (y_1^k, ..., y_N^k) is
+executed on a fresh copy of E and judged: r_a^k = the role-local reward of a at (t, branch k).
+Per agent the best branch k*_a = argmax_k r_a^k (ties: lowest k) is copied to all branches: the
+committed turn is a fresh `step` of E with the joint action (y_1^{k*_1}, ..., y_N^{k*_N}), so the
+next turn's contexts and rewards are read from the state that action produced.
+
+Result: K `EpisodeResult`s per problem (branch k = the k-th candidate of every (agent, turn)),
+all sharing E and group_id = the problem uid; so the K rows of one (problem, agent, turn) have
+the same context u_a — a valid GRPO group. Each result's `judgement` holds E's final team
+signal, submission and correctness, and `local[(t, a)]` = branch k's r_a^k: the team signal is
+the same for the whole group, so the group advantage is driven by r_a^k, the value the branch
+was selected by. An episode that ends at turn t keeps every agent's K samples of turn t.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from verl_masopd.rollout.manager import Request, RolloutManager, check_unique_uids
+from verl_masopd.rollout.policies import policy_of
+from verl_masopd.rollout.records import FAILED, EpisodeResult, Sample
+from verl_masopd.workflows.base import Action, Episode, Judgement, Reward
+from verl_masopd.workflows.problem import Problem
+
+NO_REWARD = Reward(0.0, False)
+
+
+@dataclass
+class _Tree:
+    problem: Problem
+    episode: Episode
+    samples: list[list[Sample]]
+    local: list[dict[tuple[int, str], Reward]]
+    failed: list[int]
+    episode_ids: list[str]
+
+
+class TreeSampler:
+    """Plays problems with K = `branches` branches through `manager`'s backends, workflow and pool."""
+
+    def __init__(self, manager: RolloutManager, branches: int):
+        if branches < 2:
+            raise ValueError(f"tree sampling needs at least 2 branches, got {branches}")
+        self.manager = manager
+        self.branches = branches
+
+    async def run(self, problems: Sequence[Problem]) -> list[EpisodeResult]:
+        """K results per problem, problem-major, branch-minor."""
+        check_unique_uids(problems)
+        m, K = self.manager, self.branches
+        trees = [self._new_tree(p) for p in problems]
+        active = list(range(len(trees)))
+        while active:
+            turn = len(trees[active[0]].episode.turns)
+            requests = []
+            for i in active:
+                for a in trees[i].episode.agents:
+                    prompt = m.context_ids(trees[i].episode, a, turn)
+                    requests.extend(Request((i, k), a, policy_of(a, m.policy_sharing), prompt) for k in range(K))
+            generations = await m.generate(requests)
+            actions: dict[tuple[int, int], dict[str, Action]] = {(i, k): {} for i in active for k in range(K)}
+            for request, gen in zip(requests, generations, strict=True):
+                i, k = request.key
+                tree = trees[i]
+                actions[i, k][request.agent.name] = m.action_of(request.agent, gen)
+                tree.samples[k].append(m.sample_of(tree.episode_ids[k], tree.problem.uid, k, turn, request, gen))
+                tree.failed[k] += gen.finish_reason == FAILED
+            await asyncio.gather(*(self._advance(trees[i], turn, [actions[i, k] for k in range(K)]) for i in active))
+            m.metrics.turns += len(active)
+            active = [i for i in active if not trees[i].episode.done]
+        judgements = await asyncio.gather(*(m.judge(t.episode) for t in trees))
+        results = []
+        for tree, final in zip(trees, judgements, strict=True):
+            for k in range(K):
+                judgement = Judgement(final.correct, final.team, final.submission, dict(tree.local[k]))
+                results.append(EpisodeResult(tree.episode_ids[k], tree.problem.uid, tree.episode, tree.samples[k],
+                                             judgement, tree.failed[k]))
+        m.metrics.episodes += len(results)
+        return results
+
+    def _new_tree(self, problem: Problem) -> _Tree:
+        K = self.branches
+        base_id = self.manager.new_episode_id(problem.uid)
+        return _Tree(problem, self.manager.workflow.reset(problem), [[] for _ in range(K)],
+                     [{} for _ in range(K)], [0] * K, [f"{base_id}/b{k}" for k in range(K)])
+
+    async def _advance(self, tree: _Tree, turn: int, branch_actions: list[dict[str, Action]]) -> None:
+        """Judge every branch on its own copy of E, then commit each agent's best branch to E."""
+        m = self.manager
+
+        async def play_branch(actions: dict[str, Action]) -> Judgement:
+            branch = copy.deepcopy(tree.episode)
+            await m.step(branch, actions)
+            return await m.judge(branch)
+
+        judged = await asyncio.gather(*(play_branch(a) for a in branch_actions))
+        committed = {}
+        for agent in tree.episode.agents:
+            rewards = [j.local.get((turn, agent.name), NO_REWARD) for j in judged]
+            for k, reward in enumerate(rewards):
+                tree.local[k][turn, agent.name] = reward
+            best = max(range(len(rewards)), key=lambda k: (rewards[k].value, -k))
+            committed[agent.name] = branch_actions[best][agent.name]
+        await m.step(tree.episode, committed)
