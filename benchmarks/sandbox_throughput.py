@@ -57,7 +57,12 @@ def main() -> None:
     run_program(TRIVIAL)
     setup = isolation()
     report = {
-        "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "euid": os.geteuid()},
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "euid": os.geteuid(),
+            "load_average_1m_at_start": round(os.getloadavg()[0], 2),
+        },
         "isolation": {"unprivileged_uid": setup.privileged, "namespaces": setup.namespaces, "warnings": setup.warnings},
         "bare_python_startup": bare_startup(args.runs),
         "sequential": sequential(args.runs),

@@ -155,3 +155,12 @@ def test_network_socket_is_unreachable():
 def test_reading_stdin_forever():
     result = contained("import sys\nwhile True:\n    sys.stdin.read(1)\n", stdin="abc")
     assert result.timed_out and result.error == "timeout after 2.0s"
+
+
+def test_program_holds_no_descriptor_but_its_standard_streams():
+    code = (
+        "import os\nheld = []\nfor fd in range(1024):\n    try:\n        os.fstat(fd)\n"
+        "        held.append(fd)\n    except OSError:\n        pass\nprint(held)\n"
+    )
+    result = contained(code)
+    assert result.ok and result.stdout == "[0, 1, 2]\n"

@@ -63,13 +63,27 @@ def test_file_size_limit():
         ("def add(a, b):\n    return a + b\n", "[2, 3]", "5"),
         ("class Solution:\n    def add(self, a, b):\n        return [a, b]\n", "[2, 3]", "[2, 3]"),
         ("def add(words, sep):\n    return sep.join(words)\n", '[["a", "b"], "-"]', '"a-b"'),
+        (
+            "class Solution:\n    def add(self, nums: List[int], k: Optional[int]) -> List[Any]:\n"
+            "        heapify(nums)\n        counts = Counter(nums)\n"
+            "        return [heappop(nums), len(deque(nums)), bisect_left([1, 3], 2), math.gcd(4, 6),\n"
+            "                pow(2, 10, 1000), counts[3], list(accumulate([1, 2])), reduce(max, [4, 9]), k]\n",
+            "[[3, 1, 2], null]",
+            "[1, 2, 1, 2, 24, 1, [1, 3], 9, null]",
+        ),
     ],
-    ids=["function", "solution-method", "json-values"],
+    ids=["function", "solution-method", "json-values", "leetcode-prelude"],
 )
 def test_call_based_wrapping(code, stdin, expected):
     result = run_program(wrap_call_based(code, "add"), stdin)
     assert result.ok, result
     assert json.loads(result.stdout) == json.loads(expected)
+
+
+def test_call_based_line_numbers_move_by_one():
+    result = run_program(wrap_call_based("def add(a, b):\n    return a / b\n", "add"), "[1, 0]")
+    assert result.error == "exit code 1: ZeroDivisionError: division by zero"
+    assert 'File "main.py", line 3, in add' in result.stderr
 
 
 def test_run_many_keeps_order_and_isolates_failures():

@@ -1,29 +1,55 @@
-"""Supervisor of one sandboxed run; executed with `python -c` and argv[1] = JSON config (stdlib only).
+"""The sandbox zygote (stdlib only): executed with `python -s -B -c`, argv[1] = its control socket fd.
 
-The supervisor becomes a child subreaper, enters fresh network and mount namespaces when
-asked, then forks the program process. That process applies the rlimits, drops to the run's
-unprivileged uid and executes main.py as `__main__`. The supervisor never runs model code: it
-reaps every process that is orphaned under it, and once the program has exited it kills every
-remaining process of the run (all processes of the uid, or its own children when unprivileged),
-reaps them and exits with the program's status.
+The zygote is a long-lived process with the interpreter, this bootstrap and the modules programs
+commonly import already loaded. It never runs model code. Per request received on the control
+socket (a JSON config plus the fds of the run's channel, stdin, stdout and stderr) it forks a
+supervisor, so each run starts from a fresh copy of the zygote and nothing a program changes
+(modules, sys.path, builtins, environment) reaches the next run. It exits when the control
+socket closes.
+
+The supervisor sends a pidfd of itself on the run's channel, becomes a child subreaper, enters
+fresh network and mount namespaces when asked, then forks the program process. That process
+closes every inherited fd but stdin/stdout/stderr, applies the rlimits, drops to the run's
+unprivileged uid, replaces the environment and executes main.py as `__main__`; it then ends
+like any Python program (non-daemon threads joined, atexit handlers run, streams flushed). The
+supervisor reaps every process orphaned under it; once the program has exited, or the channel
+asks it to stop (or closes), it kills every remaining process of the run (all processes of the
+uid, or its own children when unprivileged), reaps them and sends the program's wait status.
 """
 
 import ctypes
+import gc
 import json
 import os
 import resource
+import select
 import signal
+import socket
 import sys
 import traceback
 import types
+
+# Preloaded so that programs (and the call-based prelude) find them imported in each run's fork.
+import bisect  # noqa: F401
+import collections  # noqa: F401
+import functools  # noqa: F401
+import heapq  # noqa: F401
+import itertools  # noqa: F401
+import math  # noqa: F401
+import re  # noqa: F401
+import string  # noqa: F401
+import threading  # noqa: F401
+import typing  # noqa: F401
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+MAX_REQUEST_BYTES = 1 << 16
+REQUEST_FDS = 4
+REAP_INTERVAL_S = 0.05
 
-config = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -41,7 +67,22 @@ def mount(source, target, fstype, flags, data=None):
     checked(libc.mount(encoded(source), encoded(target), encoded(fstype), flags, encoded(data)), f"mount {target}")
 
 
-def enter_namespaces():
+def serve(control):
+    """Fork a supervisor per request and return in it with (config, fds); exit when the parent closes."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, REQUEST_FDS)
+        if not message:
+            os._exit(0)
+        if os.fork() == 0:
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            return json.loads(message), fds
+        for fd in fds:
+            os.close(fd)
+
+
+def enter_namespaces(config):
     """Private network (loopback only) and mount namespace: world-writable dirs show the workdir,
     directories the uid cannot reach are masked by a tmpfs that re-exposes only the interpreter."""
     checked(libc.unshare(CLONE_NEWNET | CLONE_NEWNS), "unshare")
@@ -53,13 +94,19 @@ def enter_namespaces():
         for path, fd in keep.items():
             os.makedirs(path, exist_ok=True)
             mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            os.close(fd)
     for shared in config["shadow"]:
         mount(f"/proc/self/fd/{workdir}", shared, None, MS_BIND)
+    os.close(workdir)
 
 
-def run_program():
-    limits = config["rlimits"]
-    for name, value in limits.items():
+def enter_program(config, stdio):
+    """In the program process: take stdin/stdout/stderr, close everything else, apply the limits,
+    drop privileges and return main.py compiled (or exit 1 with the compile error)."""
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    for name, value in config["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
     uid = config["uid"]
     if uid is not None:
@@ -67,15 +114,20 @@ def run_program():
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     checked(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+    os.environ.clear()
+    os.environ.update(config["env"])
     os.chdir(config["cwd"])
     sys.argv = ["main.py"]
     with open("main.py", "rb") as handle:
         source = handle.read()
     try:
-        code = compile(source, "main.py", "exec")
+        return compile(source, "main.py", "exec")
     except (SyntaxError, ValueError) as error:
         traceback.print_exception(type(error), error, None)
         sys.exit(1)
+
+
+def run_as_main(code):
     main = types.ModuleType("__main__")
     main.__file__ = "main.py"
     sys.modules["__main__"] = main
@@ -88,8 +140,7 @@ def run_program():
         sys.exit(1)
 
 
-def kill_run_processes():
-    uid = config["uid"]
+def kill_run_processes(uid):
     if uid is None:
         for pid in own_children():
             try:
@@ -122,35 +173,86 @@ def own_children():
     return children
 
 
-def supervise(program):
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
+def reap(program):
+    """Reap every exited child without blocking: (the program's wait status if it was among
+    them, whether children are left)."""
     status = None
-    while status is None:
-        pid, wait_status = os.waitpid(-1, 0)
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status, False
+        if pid == 0:
+            return status, True
         if pid == program:
             status = wait_status
-    while True:
-        kill_run_processes()
+
+
+def supervise(channel, program, uid):
+    """Wait for the program (reaping orphans) or a stop request, then kill and reap the whole run.
+
+    Every process the program left behind has been reparented to this subreaper, so once no
+    child is left, nothing of the run is.
+    """
+    exited = os.pidfd_open(program)
+    stopping = False
+    status = None
+    while status is None:
+        watched = [exited] if stopping else [exited, channel]
+        ready, _, _ = select.select(watched, [], [], REAP_INTERVAL_S)
+        if channel in ready:
+            stopping = True
+            kill_run_processes(uid)
+        status, _ = reap(program)
+    while reap(None)[1]:
+        kill_run_processes(uid)
         try:
             os.waitpid(-1, 0)
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
         except ChildProcessError:
             break
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    return status
 
 
-checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
-if config["namespaces"]:
-    enter_namespaces()
-child = os.fork()
-if child == 0:
-    run_program()
-    sys.exit(0)
-supervise(child)
+def start_run(config, fds):
+    """In a fresh supervisor: return the program's code in the forked program process; in the
+    supervisor itself report the program's wait status (or the failure) and exit."""
+    channel_fd, *stdio = fds
+    channel = socket.socket(fileno=channel_fd)
+    try:
+        socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
+        checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
+        if config["namespaces"]:
+            enter_namespaces(config)
+        program = os.fork()
+    except Exception as error:
+        finish(channel, {"error": f"{type(error).__name__}: {error}"})
+    if program == 0:
+        channel.detach()
+        return enter_program(config, stdio)
+    for fd in stdio:
+        os.close(fd)
+    try:
+        reply = {"status": supervise(channel, program, config["uid"])}
+    except Exception as error:
+        reply = {"error": f"{type(error).__name__}: {error}"}
+    finish(channel, reply)
+
+
+def finish(channel, reply):
+    """Send the supervisor's last message (the runner may have stopped listening) and exit."""
+    try:
+        channel.send(json.dumps(reply).encode())
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def main():
+    # The zygote's objects stay out of every fork's collections, so their pages stay shared
+    # instead of being copied on write (the gc.freeze use the Python docs describe).
+    gc.freeze()
+    config, fds = serve(socket.socket(fileno=int(sys.argv[1])))
+    run_as_main(start_run(config, fds))
+
+
+main()

@@ -101,7 +101,11 @@ def _slot_lock_dir() -> str:
 
 @contextlib.contextmanager
 def slot_uid() -> Iterator[int]:
-    """Hold one slot uid exclusively (across threads and processes) for the duration of a run."""
+    """Hold one slot uid exclusively (across threads and processes) for the duration of a run.
+
+    Whatever a crashed earlier holder left is killed on acquisition; a run's supervisor kills
+    its own processes before it reports, and the runner kills them when no report came.
+    """
     lock_dir = _slot_lock_dir()
     while True:
         offset = random.randrange(SLOT_COUNT)
@@ -116,7 +120,6 @@ def slot_uid() -> Iterator[int]:
             try:
                 kill_uid_processes(uid)
                 yield uid
-                kill_uid_processes(uid)
             finally:
                 handle.close()
             return

@@ -1,16 +1,17 @@
-"""run_program / run_many: execute untrusted Python on a stdin, contained, and never raise."""
+"""run_program / run_many: execute untrusted Python on a stdin, contained, and never raise.
+
+Each run is a fresh fork of the sandbox zygote (zygote.py, bootstrap.py), so no interpreter
+starts per run; this side prepares the run's uid, working directory, stdin and pipes, reads the
+output, enforces the deadline and the output cap, and turns the outcome into an ExecResult.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import selectors
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,10 +27,10 @@ from verl_masopd.sandbox.isolation import (
     slot_uid,
 )
 from verl_masopd.sandbox.limits import STDERR_TAIL_BYTES, ExecResult, Limits
+from verl_masopd.sandbox.zygote import ZYGOTE_ENV, Run, SandboxError, start_run
 
 logger = logging.getLogger(__name__)
 
-_BOOTSTRAP = (Path(__file__).with_name("bootstrap.py")).read_text()
 _SUPERVISOR_GRACE_S = 1.0
 _OPEN_FILES = 256
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -37,14 +38,7 @@ _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NU
 
 def _environment(home: str) -> dict[str, str]:
     """The whole environment a program sees: nothing of the caller's (tokens, keys) leaks in."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "PYTHONHASHSEED": "0",
-        "PYTHONIOENCODING": "utf-8",
-        "HOME": home,
-        "TMPDIR": home,
-    }
+    env = {**ZYGOTE_ENV, "HOME": home, "TMPDIR": home}
     env.update({name: "1" for name in _THREAD_ENV})
     return env
 
@@ -81,13 +75,13 @@ def _run_identity() -> Iterator[int | None]:
         yield uid
 
 
-def _collect(proc: subprocess.Popen, deadline: float, output_bytes: int) -> tuple[bytes, bytes, bool, bool]:
+def _collect(stdout_pipe, stderr_pipe, deadline: float, output_bytes: int) -> tuple[bytes, bytes, bool, bool]:
     """Read stdout (capped) and the stderr tail until both close, the deadline passes or the cap is hit."""
     stdout, stderr = bytearray(), bytearray()
     timed_out = truncated = False
     with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ, stdout)
-        selector.register(proc.stderr, selectors.EVENT_READ, stderr)
+        selector.register(stdout_pipe, selectors.EVENT_READ, stdout)
+        selector.register(stderr_pipe, selectors.EVENT_READ, stderr)
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -108,19 +102,18 @@ def _collect(proc: subprocess.Popen, deadline: float, output_bytes: int) -> tupl
     return bytes(stdout), bytes(stderr), timed_out, truncated
 
 
-def _stop(proc: subprocess.Popen, uid: int | None) -> None:
-    """Kill the program's processes; the root supervisor survives a uid kill and reaps them all."""
-    if uid is not None:
-        kill_uid_processes(uid)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        proc.wait(_SUPERVISOR_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+def _supervised(run: Run, stdout_pipe, stderr_pipe, deadline: float, limits: Limits):
+    """Collect the run's output and its supervisor's reply; stop the run at the deadline or the output cap."""
+    stdout, stderr, timed_out, truncated = _collect(stdout_pipe, stderr_pipe, deadline, limits.output_bytes)
+    reply = None if timed_out or truncated else run.reply(deadline)
+    if reply is None:
+        timed_out = not truncated
+        run.stop()
+        reply = run.reply(time.monotonic() + _SUPERVISOR_GRACE_S)
+        if reply is None:
+            run.kill_supervisor(_SUPERVISOR_GRACE_S)
+            reply = {"error": "the run's supervisor did not report"}
+    return stdout, stderr, timed_out, truncated, reply
 
 
 def _execute(code: str, stdin: str, timeout: float, limits: Limits) -> ExecResult:
@@ -135,33 +128,32 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits) -> ExecResul
             "uid": uid,
             "workdir": workdir,
             "cwd": cwd,
+            "env": _environment(cwd),
             "namespaces": setup.namespaces,
             "expose": setup.expose,
             "shadow": setup.shadow,
             "rlimits": _rlimits(limits),
         }
-        proc = subprocess.Popen(
-            [sys.executable, "-s", "-B", "-c", _BOOTSTRAP, json.dumps(config)],
-            stdin=stdin_file,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workdir,
-            env=_environment(cwd),
-            start_new_session=True,
-        )
-        with proc:
-            stdout, stderr, timed_out, truncated = _collect(proc, start + timeout, limits.output_bytes)
-            if timed_out or truncated:
-                _stop(proc, uid)
-            else:
-                try:
-                    proc.wait(_SUPERVISOR_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    _stop(proc, uid)
+        stdout_read, stdout_write = os.pipe()
+        stderr_read, stderr_write = os.pipe()
+        with open(stdout_read, "rb", buffering=0) as stdout_pipe, open(stderr_read, "rb", buffering=0) as stderr_pipe:
+            try:
+                run = start_run(config, (stdin_file.fileno(), stdout_write, stderr_write))
+            finally:
+                os.close(stdout_write)
+                os.close(stderr_write)
+            with run:
+                stdout, stderr, timed_out, truncated, reply = _supervised(
+                    run, stdout_pipe, stderr_pipe, start + timeout, limits
+                )
+        if uid is not None and "status" not in reply:
+            kill_uid_processes(uid)
         if uid is not None and not setup.shadow:
             remove_uid_files(uid, WORLD_WRITABLE_DIRS)
     stderr_text = stderr.decode("utf-8", errors="replace")
-    exit_code = None if timed_out else proc.returncode
+    if "error" in reply:
+        raise SandboxError(reply["error"])
+    exit_code = None if timed_out else os.waitstatus_to_exitcode(reply["status"])
     return ExecResult(
         stdout=stdout.decode("utf-8", errors="replace"),
         stderr=stderr_text,

@@ -1,8 +1,10 @@
 """math_equal: math-verify equivalence, bounded in time and safe from any thread.
 
-math-verify bounds its own work with SIGALRM, which only works on a process's main thread. So
-each comparison runs in a worker process (verl_masopd.verify.math_worker) on its main thread; a
-worker that misses the caller's deadline is killed and replaced. Idle workers are reused.
+math-verify bounds its own work with SIGALRM, which only works on a process's main thread and
+not inside one long C call (a huge integer power). So each comparison runs in a worker process
+(verl_masopd.verify.math_worker) on its main thread; a worker that misses the caller's deadline
+is killed and its place freed for a new one. Idle workers are reused, and at most `size` exist
+at once: callers beyond that wait for a free place, within their own timeout.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ import time
 
 logger = logging.getLogger(__name__)
 
+MAX_WORKERS = min(4, os.cpu_count() or 1)
 _STARTUP_TIMEOUT_S = 120.0
-_idle: list[subprocess.Popen] = []
-_idle_lock = threading.Lock()
 
 
 def _read_line(proc: subprocess.Popen, deadline: float) -> str | None:
@@ -41,6 +42,11 @@ def _read_line(proc: subprocess.Popen, deadline: float) -> str | None:
     return data.decode().strip()
 
 
+def _kill(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
 def _start_worker() -> subprocess.Popen | None:
     proc = subprocess.Popen(
         [sys.executable, "-s", "-B", "-m", "verl_masopd.verify.math_worker"],
@@ -55,23 +61,56 @@ def _start_worker() -> subprocess.Popen | None:
     return None
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    proc.kill()
-    proc.wait()
+class WorkerPool:
+    """At most `size` math-verify worker processes, started on demand and reused while healthy."""
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError(f"WorkerPool size must be at least 1, got {size}")
+        self._places = threading.BoundedSemaphore(size)
+        self._idle: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+
+    def equal(self, pred: str, gold: str, timeout: float) -> bool:
+        """math-verify's verdict; False when no worker is free within `timeout` seconds, or when
+        the comparison then takes longer than `timeout` (a new worker's start-up not counted)."""
+        if not self._places.acquire(timeout=timeout):
+            logger.warning("no math-verify worker free within %.1fs", timeout)
+            return False
+        try:
+            worker = self._take()
+            if worker is None:
+                return False
+            request = json.dumps([str(pred), str(gold), max(1, math.ceil(timeout))]) + "\n"
+            try:
+                worker.stdin.write(request.encode())
+                worker.stdin.flush()
+                reply = _read_line(worker, time.monotonic() + timeout)
+            except OSError:
+                reply = None
+            if reply is None:
+                _kill(worker)
+                return False
+            with self._lock:
+                self._idle.append(worker)
+            return reply == "true"
+        finally:
+            self._places.release()
+
+    def _take(self) -> subprocess.Popen | None:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _start_worker()
+
+    def close(self) -> None:
+        with self._lock:
+            while self._idle:
+                _kill(self._idle.pop())
 
 
-def _take_worker() -> subprocess.Popen | None:
-    with _idle_lock:
-        if _idle:
-            return _idle.pop()
-    return _start_worker()
-
-
-@atexit.register
-def _close_workers() -> None:
-    with _idle_lock:
-        while _idle:
-            _kill(_idle.pop())
+_pool = WorkerPool(MAX_WORKERS)
+atexit.register(_pool.close)
 
 
 def math_equal(pred: str, gold: str, timeout: float = 5.0) -> bool:
@@ -80,19 +119,7 @@ def math_equal(pred: str, gold: str, timeout: float = 5.0) -> bool:
     Never raises: unparsable input, a worker failure or a missed deadline give False.
     """
     try:
-        worker = _take_worker()
-        if worker is None:
-            return False
-        request = json.dumps([str(pred), str(gold), max(1, math.ceil(timeout))]) + "\n"
-        worker.stdin.write(request.encode())
-        worker.stdin.flush()
-        reply = _read_line(worker, time.monotonic() + timeout)
-        if reply is None:
-            _kill(worker)
-            return False
-        with _idle_lock:
-            _idle.append(worker)
-        return reply == "true"
+        return _pool.equal(pred, gold, timeout)
     except Exception:  # untrusted answers must never raise into the rollout loop
         logger.exception("math_equal failed")
         return False
