@@ -52,7 +52,7 @@ setup(
     entry_points={
         "verl.plugins": ["verl_masopd = verl_masopd.plugin"],
         "console_scripts": [
-            "masopd-train = verl_masopd.trainer.main:main",
+            "masopd-train = verl_masopd.train:main",
             "masopd-eval = verl_masopd.eval.__main__:main",
         ],
     },

@@ -26,17 +26,19 @@ from verl_masopd.rollout.records import FAILED, EpisodeResult
 
 
 def to_dataproto(
-    results: Sequence[EpisodeResult], policy: str, max_prompt_len: int, max_response_len: int, pad_id: int
+    results: Sequence[EpisodeResult], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
 ) -> DataProto:
-    """The rows of `policy`'s samples in `results`, with team/local rewards from each judgement.
+    """The rows of `policy`'s samples in `results` (every policy's when None, one joint batch),
+    with team/local rewards from each judgement.
 
     team_reward = judgement.team; local_reward = judgement.local[(turn, agent)].value, and
     local_mask = 1 when that reward exists with mask True (else local_reward = 0, local_mask = 0).
     """
     if max_prompt_len < 1 or max_response_len < 1:
         raise ValueError(f"max_prompt_len and max_response_len must be >= 1, got {max_prompt_len}, {max_response_len}")
-    rows = [(r, s) for r in results for s in r.samples if s.policy == policy and s.finish_reason != FAILED]
-    failed = sum(s.policy == policy and s.finish_reason == FAILED for r in results for s in r.samples)
+    mine = [(r, s) for r in results for s in r.samples if policy is None or s.policy == policy]
+    rows = [(r, s) for r, s in mine if s.finish_reason != FAILED]
+    failed = len(mine) - len(rows)
     if not rows:
         raise ValueError(f"no trainable samples for policy {policy!r} ({failed} failed)")
     prompts = [s.prompt_ids[-max_prompt_len:] for _, s in rows]

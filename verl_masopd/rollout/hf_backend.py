@@ -25,7 +25,13 @@ from verl_masopd.rollout.records import LENGTH, STOP
 
 
 class HFBackend:
-    """Generates with one HF causal LM; `update_weights` loads a new state dict in place."""
+    """Generates with one HF causal LM; `update_weights` loads a new state dict in place.
+
+    Sampling seeds torch's process-wide generator, so all HF backends of a process generate one
+    at a time (`_lock` is shared): several policies' backends then sample reproducibly.
+    """
+
+    _lock = threading.Lock()
 
     def __init__(self, model_path: str, *, dtype: torch.dtype = torch.float32, seed: int = 0, max_batch_size: int = 64):
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -38,7 +44,6 @@ class HFBackend:
         self.version = 0
         self.seed = seed
         self._calls = 0
-        self._lock = threading.Lock()
 
     async def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         return await asyncio.to_thread(self.generate_sync, prompts, sampling)
@@ -51,10 +56,15 @@ class HFBackend:
         return out
 
     def update_weights(self, state_dict: dict, version: int) -> None:
-        """Load `state_dict` (HF parameter names, strict) and record the weight `version`."""
+        """Load `state_dict` (HF parameter names, strict) and record the weight `version`.
+
+        Sampling after an update depends only on (seed, version, calls since the update), so a
+        run resumed from a checkpoint samples exactly what the uninterrupted run sampled.
+        """
         with self._lock:
             self.model.load_state_dict(state_dict, strict=True)
             self.version = version
+            self._calls = 0
 
     @torch.no_grad()
     def _generate_batch(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
@@ -78,7 +88,7 @@ class HFBackend:
         self._calls += 1
         # Sampling draws from torch's global generator: seed it per call, without disturbing its state outside.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed * 1_000_003 + self._calls)
+            torch.manual_seed((self.seed * 1_000_003 + self.version) * 1_000_033 + self._calls)
             output = self.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention_mask,

@@ -49,6 +49,7 @@ class RolloutMetrics:
     generation_calls: int = 0
     generation_retries: int = 0
     failed_generations: int = 0
+    truncated_prompts: int = 0
     generation_seconds: float = 0.0
     failure_reasons: Counter = field(default_factory=Counter)
 
@@ -85,6 +86,7 @@ class RolloutManager:
         max_retries: int = 2,
         generation_timeout_s: float | None = None,
         step_threads: int = 4,
+        max_prompt_len: int | None = None,
     ):
         needed = policies_of(workflow.agents, policy_sharing)
         missing = [p for p in needed if p not in backends]
@@ -100,6 +102,7 @@ class RolloutManager:
         self.sampling = sampling
         self.max_retries = max_retries
         self.generation_timeout_s = generation_timeout_s
+        self.max_prompt_len = max_prompt_len
         self.metrics = RolloutMetrics()
         self._pool = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="workflow-step")
         self._episode_counter = 0
@@ -162,8 +165,16 @@ class RolloutManager:
         return [results[i] for i in range(len(lives))]
 
     def context_ids(self, episode: Episode, agent: Agent, turn: int) -> list[int]:
-        """u: the token ids of what `agent` sees at `turn`."""
-        return encode_messages(self.tokenizer, self.workflow.render(episode, agent, turn))
+        """u: the token ids of what `agent` sees at `turn`.
+
+        A context over `max_prompt_len` keeps its last `max_prompt_len` tokens (the rule of
+        rollout/batch.py), so the policy is sampled from exactly the context it is trained on.
+        """
+        ids = encode_messages(self.tokenizer, self.workflow.render(episode, agent, turn))
+        if self.max_prompt_len is not None and len(ids) > self.max_prompt_len:
+            self.metrics.truncated_prompts += 1
+            ids = ids[-self.max_prompt_len:]
+        return ids
 
     def action_of(self, agent: Agent, generation: Generation) -> Action:
         text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)

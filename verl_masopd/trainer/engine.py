@@ -112,10 +112,13 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
 
 
 def policy_loss(loss_mode: str = "vanilla", *, clip_ratio: float = 0.2, clip_ratio_high: float | None = None,
-                loss_agg_mode: str = "token-mean", entropy_coeff: float = 0.0):
+                loss_agg_mode: str = "token-mean", entropy_coeff: float = 0.0, use_kl_loss: bool = False,
+                kl_loss_coef: float = 0.001, kl_loss_type: str = "low_var_kl"):
     """verl's `ppo_loss` with the policy loss registered as `loss_mode` (verl's or this project's).
 
-    It reads old_log_probs and advantages from the batch; picklable, so Ray workers accept it.
+    It reads old_log_probs and advantages from the batch, and ref_log_prob when `use_kl_loss`
+    adds kl_loss_coef · KL(π_θ ‖ π_ref) (`kl_loss_type`, e.g. low_var_kl = k3); picklable, so
+    Ray workers accept it.
     """
     config = FSDPActorConfig(
         strategy="fsdp2",
@@ -127,6 +130,9 @@ def policy_loss(loss_mode: str = "vanilla", *, clip_ratio: float = 0.2, clip_rat
         loss_agg_mode=loss_agg_mode,
         entropy_coeff=entropy_coeff,
         policy_loss=PolicyLossConfig(loss_mode=loss_mode),
+        use_kl_loss=use_kl_loss,
+        kl_loss_coef=kl_loss_coef,
+        kl_loss_type=kl_loss_type,
     )
     return partial(ppo_loss, config=config)
 
@@ -233,7 +239,8 @@ class PolicyEngine:
         """One pass of `epochs` x (B / mini_batch_size) optimizer steps with `loss_fn` (see `policy_loss`).
 
         The batch carries advantages [B, R] and old_log_probs [B, R]; without old_log_probs the
-        sampling log-probs (rollout_log_probs) stand in. Returns verl's metrics (loss, grad_norm,
+        sampling log-probs (rollout_log_probs) stand in; ref_log_prob [B, R] is passed on when
+        present (KL to a reference policy). Returns verl's metrics (loss, grad_norm,
         lr, the loss function's own). mini_batch_size defaults to the whole batch.
         """
         if self.settings.forward_only:
@@ -241,7 +248,8 @@ class PolicyEngine:
         if "old_log_probs" not in batch.batch.keys() and "rollout_log_probs" in batch.batch.keys():
             batch = DataProto(batch=batch.batch.clone(), meta_info=dict(batch.meta_info))
             batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
-        td = _to_engine_input(batch, ("old_log_probs", "advantages"), temperature)
+        extra = ("old_log_probs", "advantages") + (("ref_log_prob",) if "ref_log_prob" in batch.batch.keys() else ())
+        td = _to_engine_input(batch, extra, temperature)
         size = mini_batch_size or len(batch)
         if len(batch) % size:
             raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {size}")

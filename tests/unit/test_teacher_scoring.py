@@ -1,0 +1,164 @@
+"""Teacher scoring of a per-policy batch: one pass per role condition, scores on the exact response
+positions, the privileged flag, the counts; and the teacher metrics on hand-made numbers."""
+
+import numpy as np
+import pytest
+import torch
+from verl import DataProto
+from verl.workers.rollout.replica import TokenOutput
+
+from verl_masopd.teacher.attribution import Attributor
+from verl_masopd.teacher.contexts import TeacherContextBuilder
+from verl_masopd.teacher.metrics import role_metrics, step_metrics
+from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.teacher.server_scorer import ServerTeacherScorer
+from verl_masopd.workflows.base import Action, Turn
+from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.problem import Problem
+
+
+def position_log_prob(position: int, token: int) -> float:
+    """The stand-in teacher: log p(seq[j] | seq[:j]) = −(seq[j] + 0.5·j) / 100."""
+    return -(token + 0.5 * position) / 100
+
+
+class StandInTeacherServer:
+    """Prompt log-probs as verl's vLLM server returns them (rows 1..n−1, then a dummy row)."""
+
+    def __init__(self):
+        self.requests = 0
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        assert sampling_params["prompt_logprobs"] == 0 and sampling_params["max_tokens"] == 1
+        self.requests += 1
+        rows = range(1, len(prompt_ids))
+        extra = {
+            "prompt_logprobs": [[position_log_prob(j, prompt_ids[j])] for j in rows] + [[0.0]],
+            "prompt_ids": [[prompt_ids[j]] for j in rows] + [[0]],
+        }
+        return TokenOutput(token_ids=[7], stop_reason="completed", extra_fields=extra)
+
+
+def recorded_episode(workflow):
+    """Turn 0: the reasoner is wrong, the tool user right (a conflict); turn 1: agreement."""
+    episode = workflow.reset(Problem(uid="m1", domain="math", statement="What is 6 times 7?", answer="42"))
+    r, u = episode.agents
+
+    def turn(index, reasoner_text, reasoner_ok, agreed):
+        actions = {r.name: Action(r, reasoner_text, {"answer": reasoner_text[-2:]}),
+                   u.name: Action(u, "```python\nprint(42)\n```", {"code": "print(42)"})}
+        verifier = {"agents": {r.name: {"verdict": reasoner_ok}, u.name: {"verdict": True}}}
+        report = "The answers agree." if agreed else "reasoner_0's answer: 41\nThe answers disagree."
+        return Turn(index, actions, report, agreed, verifier)
+
+    episode.turns = [turn(0, "#### 41", False, False), turn(1, "#### 42", True, True)]
+    episode.done = True
+    return episode
+
+
+def reasoner_batch(responses, rollout_log_probs):
+    width = 4
+    padded = torch.zeros(len(responses), width, dtype=torch.long)
+    mask = torch.zeros(len(responses), width)
+    rollout = torch.zeros(len(responses), width)
+    for b, (ids, lps) in enumerate(zip(responses, rollout_log_probs)):
+        padded[b, : len(ids)] = torch.tensor(ids)
+        mask[b, : len(ids)] = 1
+        rollout[b, : len(lps)] = torch.tensor(lps)
+    n = len(responses)
+    return DataProto.from_dict(
+        tensors={"responses": padded, "response_mask": mask, "rollout_log_probs": rollout},
+        non_tensors={
+            "episode_id": np.array(["e1"] * n, dtype=object),
+            "agent": np.array(["reasoner_0"] * n, dtype=object),
+            "role": np.array(["reasoner"] * n, dtype=object),
+            "turn": np.array([0, 1, 1][:n], dtype=object),
+        },
+    )
+
+
+async def test_scoring_places_each_role_condition_on_the_response_positions(tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    attributions = await Attributor(workflow).attribute({"e1": episode})
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    server = StandInTeacherServer()
+    scoring = TeacherScoring(builder, ServerTeacherScorer(server), num_contrast_roles=1)
+    data = reasoner_batch([[10, 11, 12], [13, 14], []], [[-1.0, -1.0, -1.0], [-2.0, -2.0], []])
+    await scoring.score(data, {"e1": episode}, attributions)
+
+    a0 = attributions.previous("e1", 1)
+    lengths = {}
+    for turn, response in ((0, [10, 11, 12]), (1, [13, 14])):
+        for q in ("reasoner", "tool_user"):
+            lengths[turn, q] = len(builder.build(episode, "reasoner_0", turn, q, a0 if turn else None, len(response)).ids)
+    teacher, contrast = data.batch["teacher_log_probs"], data.batch["teacher_contrast_log_probs"]
+    assert teacher.shape == (3, 4) and contrast.shape == (3, 1, 4)
+    for b, (turn, response) in enumerate(((0, [10, 11, 12]), (1, [13, 14]))):
+        for q, row in (("reasoner", teacher[b]), ("tool_user", contrast[b, 0])):
+            c = lengths[turn, q]
+            expected = [position_log_prob(c + i, y) for i, y in enumerate(response)]
+            assert row.tolist() == pytest.approx(expected + [0.0] * (4 - len(response)))
+    # the tool user's instruction has another length than the reasoner's: the two passes differ
+    assert lengths[0, "reasoner"] != lengths[0, "tool_user"]
+    assert teacher[2].tolist() == [0.0] * 4 and contrast[2].tolist() == [[0.0] * 4]
+    assert data.non_tensor_batch["privileged"].tolist() == [False, True, False]
+    # two responses, two passes: 4 requests, and every token of them counted
+    assert server.requests == 4
+    stats = data.meta_info["teacher"]
+    assert stats["responses"] == 2 and stats["passes"] == 2 and stats["truncations"] == 0
+    assert stats["teacher_tokens"] == sum(lengths.values()) + 2 * (3 + 2)
+    assert 0 < stats["shared_prefix_tokens"] < lengths[0, "reasoner"] + lengths[1, "reasoner"]
+
+
+async def test_opd_scoring_has_no_contrast_pass_and_pac_off_has_no_block(tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    attributions = await Attributor(workflow).attribute({"e1": episode})
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    server = StandInTeacherServer()
+    scoring = TeacherScoring(builder, ServerTeacherScorer(server), num_contrast_roles=0, pac_enable=False)
+    data = await scoring.score(reasoner_batch([[10], [13, 14]], [[-1.0], [-2.0, -2.0]]), {"e1": episode}, attributions)
+    assert server.requests == 2 and data.meta_info["teacher"]["passes"] == 1
+    assert "teacher_contrast_log_probs" not in data.batch.keys()
+    assert data.non_tensor_batch["privileged"].tolist() == [False, False]
+
+
+def hand_made_batch():
+    """Two reasoner rows (3 response tokens) and one tool-user row (3 tokens)."""
+    return DataProto.from_dict(
+        tensors={
+            "response_mask": torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1]]),
+            "teacher_log_probs": torch.tensor([[-1.0, -2, 0], [-3, 0, 0], [-1, -1, -1]]),
+            "teacher_contrast_log_probs": torch.tensor([[[-2.0, -2, 0]], [[-1, 0, 0]], [[-1, -2, -3]]]),
+            "rollout_log_probs": torch.tensor([[-1.5, -1, 0], [-2, 0, 0], [-2, -2, -2]]),
+        },
+        non_tensors={
+            "role": np.array(["reasoner", "reasoner", "tool_user"], dtype=object),
+            "privileged": np.array([True, False, False], dtype=object),
+        },
+        meta_info={"teacher": {"responses": 3, "passes": 2, "teacher_tokens": 60, "shared_prefix_tokens": 6,
+                               "truncations": 1, "truncated_tokens": 9}},
+    )
+
+
+def test_role_metrics_by_hand():
+    metrics = role_metrics([hand_made_batch()])
+    # reasoner tokens: Δ = 1, 0, −2 → −1/3; ℓS − ℓT = −0.5, 1, 1 → 0.5; one of two turns privileged
+    assert metrics["teacher/reasoner/role_advantage"] == pytest.approx(-1 / 3)
+    assert metrics["teacher/reasoner/reverse_kl"] == pytest.approx(0.5)
+    assert metrics["teacher/reasoner/privileged_share"] == pytest.approx(0.5)
+    # tool user: Δ = 0, 1, 2 → 1; ℓS − ℓT = −1 each
+    assert metrics["teacher/tool_user/role_advantage"] == pytest.approx(1.0)
+    assert metrics["teacher/tool_user/reverse_kl"] == pytest.approx(-1.0)
+    assert metrics["teacher/tool_user/privileged_share"] == 0.0
+
+
+async def test_step_metrics_pool_policies_and_count_attribution(tiny_tokenizer):
+    workflow = MathWorkflow()
+    attributions = await Attributor(workflow).attribute({"e1": recorded_episode(workflow)})
+    metrics = step_metrics([hand_made_batch(), hand_made_batch()], attributions)
+    assert metrics["teacher/tokens_per_response"] == pytest.approx(120 / 6)
+    assert metrics["teacher/truncations"] == 2.0 and metrics["teacher/truncated_tokens"] == 18.0
+    assert metrics["teacher/reasoner/reverse_kl"] == pytest.approx(0.5)
+    assert metrics["teacher/attribution_fallbacks"] == 0.0 and metrics["teacher/attribution_unavailable"] == 0.0

@@ -1,0 +1,61 @@
+"""Teacher metrics per step and per role (METHOD.md §3 notation, token means over response_mask).
+
+    teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q)   (κ ≥ 1 only)
+    teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
+    teacher/{r}/privileged_share  share of role r's turns whose teacher context had a PAC block
+    teacher/tokens_per_response, teacher/truncations, teacher/truncated_tokens (from scoring)
+    teacher/attribution_model_calls, teacher/attribution_fallbacks,
+    teacher/attribution_unavailable (checks that could not run: no privileged block)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from verl import DataProto
+
+from verl_masopd.teacher.attribution import Attributions
+
+
+def role_metrics(batches: list[DataProto]) -> dict[str, float]:
+    """Per-role teacher metrics over scored per-policy batches (a role may span several policies)."""
+    sums: dict[str, dict[str, float]] = {}
+    for data in batches:
+        mask = data.batch["response_mask"].float()
+        teacher = data.batch["teacher_log_probs"]
+        reverse_kl = ((data.batch["rollout_log_probs"] - teacher) * mask).sum(-1)
+        has_contrast = "teacher_contrast_log_probs" in data.batch.keys()
+        if has_contrast:
+            advantage = ((teacher - data.batch["teacher_contrast_log_probs"].mean(dim=1)) * mask).sum(-1)
+        roles = np.asarray(data.non_tensor_batch["role"]).astype(str)
+        privileged = np.asarray(data.non_tensor_batch["privileged"]).astype(bool)
+        for b, role in enumerate(roles):
+            s = sums.setdefault(role, {"tokens": 0.0, "turns": 0.0, "privileged": 0.0, "reverse_kl": 0.0})
+            s["tokens"] += float(mask[b].sum())
+            s["turns"] += 1.0
+            s["privileged"] += float(privileged[b])
+            s["reverse_kl"] += float(reverse_kl[b])
+            if has_contrast:
+                s["role_advantage"] = s.get("role_advantage", 0.0) + float(advantage[b])
+    metrics = {}
+    for role, s in sorted(sums.items()):
+        tokens = max(s["tokens"], 1.0)
+        metrics[f"teacher/{role}/reverse_kl"] = s["reverse_kl"] / tokens
+        metrics[f"teacher/{role}/privileged_share"] = s["privileged"] / s["turns"]
+        if "role_advantage" in s:
+            metrics[f"teacher/{role}/role_advantage"] = s["role_advantage"] / tokens
+    return metrics
+
+
+def step_metrics(batches: list[DataProto], attributions: Attributions | None) -> dict[str, float]:
+    """All teacher metrics of a step: every policy's scored batch plus the step's attributions."""
+    metrics = role_metrics(batches)
+    stats = [data.meta_info["teacher"] for data in batches]
+    responses = sum(s["responses"] for s in stats)
+    metrics["teacher/tokens_per_response"] = sum(s["teacher_tokens"] for s in stats) / max(responses, 1)
+    metrics["teacher/truncations"] = float(sum(s["truncations"] for s in stats))
+    metrics["teacher/truncated_tokens"] = float(sum(s["truncated_tokens"] for s in stats))
+    if attributions is not None:
+        metrics["teacher/attribution_model_calls"] = float(attributions.model_calls)
+        metrics["teacher/attribution_fallbacks"] = float(sum(attributions.fallbacks.values()))
+        metrics["teacher/attribution_unavailable"] = float(attributions.incomplete)
+    return metrics

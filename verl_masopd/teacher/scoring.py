@@ -1,0 +1,152 @@
+"""Teacher scoring for MAS-OPD: ℓT_k(q) = log π_T(y_k | x_q, y_<k) for every student response y,
+under its own role r and the κ contrasting roles C_r (METHOD.md §3).
+
+One batched teacher pass per role condition: pass 0 scores every response under its own role,
+pass i (1 ≤ i ≤ κ) under its i-th contrasting role. RAS therefore costs exactly one extra pass
+per response per contrasting role, whatever the number of agents. C_r holds the κ roles that
+follow r in the workflow's role order (cyclically); with two role types, the other role.
+
+Alignment: a scorer sees seq = x_q + y, whose length differs from the student's u + y. Row j of
+a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i,
+and lands on response position i of the student's right-padded response tensors.
+
+Output fields of the per-policy batch: teacher_log_probs [B, R] (q = r),
+teacher_contrast_log_probs [B, κ, R] (κ ≥ 1 only), privileged (non-tensor bool: x_r had a PAC
+block), and meta_info["teacher"] with token and truncation counts. Padding positions hold 0.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+from verl import DataProto
+
+from verl_masopd.teacher.attribution import Attributions
+from verl_masopd.teacher.contexts import TeacherContext, TeacherContextBuilder
+from verl_masopd.workflows.base import Episode
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """One response y to score after the teacher context x_q."""
+
+    context_ids: list[int]
+    response_ids: list[int]
+
+
+class TeacherScorer(Protocol):
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
+        """One batched teacher pass: for each request, [log π_T(y_i | x_q, y_<i) for i < |y|]."""
+
+
+def response_rows(sequence_rows: Sequence, context_len: int, response_len: int) -> list:
+    """The rows of a per-sequence log-prob list that belong to the response (rows |x_q| − 1 + i)."""
+    if context_len < 1:
+        raise ValueError("a teacher context needs at least one token")
+    start = context_len - 1
+    if len(sequence_rows) < start + response_len:
+        raise ValueError(
+            f"{len(sequence_rows)} log-prob rows cannot cover a context of {context_len} "
+            f"and a response of {response_len} tokens"
+        )
+    return list(sequence_rows[start : start + response_len])
+
+
+def contrast_roles(role: str, roles: Sequence[str], kappa: int) -> list[str]:
+    """C_r: the κ roles after `role` in `roles`, cyclically."""
+    if role not in roles:
+        raise ValueError(f"role {role!r} is not one of the workflow's roles {tuple(roles)}")
+    if not 0 <= kappa <= len(roles) - 1:
+        raise ValueError(
+            f"algorithm.masopd.num_contrast_roles={kappa}, but the workflow has {len(roles) - 1} contrasting roles"
+        )
+    i = roles.index(role)
+    return [roles[(i + k) % len(roles)] for k in range(1, kappa + 1)]
+
+
+@dataclass
+class ScoringStats:
+    """Per batch: `responses` scored, `passes` (1 + κ), `teacher_tokens` (|x_q| + |y| summed over
+    passes), `shared_prefix_tokens` (leading tokens a contrast context shares with x_r, the most a
+    prefix cache could skip), `truncations` and `truncated_tokens` (truncation rule of contexts.py)."""
+
+    responses: int = 0
+    passes: int = 0
+    teacher_tokens: int = 0
+    shared_prefix_tokens: int = 0
+    truncations: int = 0
+    truncated_tokens: int = 0
+
+
+class TeacherScoring:
+    """Adds the teacher fields to per-policy batches (see the module docstring)."""
+
+    def __init__(
+        self,
+        builder: TeacherContextBuilder,
+        scorer: TeacherScorer,
+        num_contrast_roles: int,
+        pac_enable: bool = True,
+    ):
+        contrast_roles(builder.workflow.roles[0], builder.workflow.roles, num_contrast_roles)
+        self.builder = builder
+        self.scorer = scorer
+        self.kappa = num_contrast_roles
+        self.pac_enable = pac_enable
+
+    async def score(
+        self, data: DataProto, episodes: Mapping[str, Episode], attributions: Attributions | None = None
+    ) -> DataProto:
+        """Writes the teacher fields into `data` (in place) and returns it.
+
+        `episodes` maps episode_id to the recorded Episode; `attributions` gives a^{t−1} (None
+        or pac_enable=False: no privileged blocks). Rows with an empty response are not scored.
+        """
+        responses = data.batch["responses"]
+        lengths = data.batch["response_mask"].sum(-1).long().tolist()
+        nt = data.non_tensor_batch
+        rows = [b for b, n in enumerate(lengths) if n > 0]
+        response_ids = {b: responses[b, : lengths[b]].tolist() for b in rows}
+        roles = self.builder.workflow.roles
+        contexts: list[list[TeacherContext]] = [[] for _ in range(1 + self.kappa)]
+        for b in rows:
+            eid, agent, turn, role = str(nt["episode_id"][b]), str(nt["agent"][b]), int(nt["turn"][b]), str(nt["role"][b])
+            if eid not in episodes:
+                raise ValueError(f"batch row {b}: episode {eid!r} is not among the recorded episodes")
+            attribution = attributions.previous(eid, turn) if (self.pac_enable and attributions) else None
+            for i, condition in enumerate([role, *contrast_roles(role, roles, self.kappa)]):
+                contexts[i].append(self.builder.build(episodes[eid], agent, turn, condition, attribution, lengths[b]))
+
+        stats = ScoringStats(responses=len(rows), passes=1 + self.kappa)
+        scores = []
+        for pass_contexts in contexts:
+            requests = [ScoreRequest(c.ids, response_ids[b]) for c, b in zip(pass_contexts, rows, strict=True)]
+            scores.append(await self.scorer.score(requests) if requests else [])
+            stats.teacher_tokens += sum(len(r.context_ids) + len(r.response_ids) for r in requests)
+            stats.truncations += sum(c.cut_tokens > 0 for c in pass_contexts)
+            stats.truncated_tokens += sum(c.cut_tokens for c in pass_contexts)
+        for target, *others in zip(*contexts, strict=True):
+            stats.shared_prefix_tokens += sum(len(os.path.commonprefix([target.ids, c.ids])) for c in others)
+
+        shape = tuple(responses.shape)
+        teacher = torch.zeros(shape, dtype=torch.float32)
+        contrast = torch.zeros((shape[0], self.kappa, shape[1]), dtype=torch.float32)
+        for j, b in enumerate(rows):
+            teacher[b, : lengths[b]] = torch.tensor(scores[0][j], dtype=torch.float32)
+            for i in range(self.kappa):
+                contrast[b, i, : lengths[b]] = torch.tensor(scores[1 + i][j], dtype=torch.float32)
+        data.batch["teacher_log_probs"] = teacher
+        if self.kappa:
+            data.batch["teacher_contrast_log_probs"] = contrast
+        privileged = np.zeros(shape[0], dtype=object)
+        privileged[:] = False
+        for c, b in zip(contexts[0], rows, strict=True):
+            privileged[b] = c.privileged
+        nt["privileged"] = privileged
+        data.meta_info["teacher"] = asdict(stats)
+        return data

@@ -1,0 +1,303 @@
+"""The training loop: independent per-role policies on verl's engine, end to end.
+
+One step (DESIGN.md, "How data flows"):
+  1. rollout     the rollout manager plays G episodes per problem with every policy's generation
+                 backend (AT-GRPO: tree sampling with K = G branches)
+  2. batch       one joint batch of every policy's responses (rollout/batch.py)
+  3. log-probs   ℓS from each policy's engine (old_log_probs); the reference policy's (cure);
+                 the centralised critic's values of every observation (marft)
+  4. teacher     role-conditioned teacher scores under every role condition, with the PAC block
+                 after a conflict (masopd, opd)
+  5. advantage   algos.compute_advantages for algorithm.adv_estimator
+  6. update      one verl engine update per policy on its own rows (and the critic head)
+  7. sync        each policy's new weights pushed to its generation backend
+Validation every `trainer.test_freq` steps with the evaluation sampling; atomic checkpoints every
+`trainer.save_freq` steps; `trainer.resume_mode=auto` continues from the newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoTokenizer
+from verl import DataProto
+
+from verl_masopd.algos import compute_advantages
+from verl_masopd.algos.marft import MarftOptions
+from verl_masopd.algos.marft_critic import MarftCritic
+from verl_masopd.algos.options import read_options
+from verl_masopd.eval.runner import evaluate
+from verl_masopd.eval.summary import summarize
+from verl_masopd.rollout.backend import GenerationBackend
+from verl_masopd.rollout.batch import to_dataproto
+from verl_masopd.rollout.hf_backend import HFBackend
+from verl_masopd.rollout.manager import RolloutManager, RolloutMetrics
+from verl_masopd.rollout.tree import TreeSampler
+from verl_masopd.teacher.attribution import Attributor
+from verl_masopd.teacher.contexts import TeacherContextBuilder
+from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
+from verl_masopd.teacher.metrics import step_metrics
+from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.trainer.checkpoint import (
+    TrainerState,
+    config_hash,
+    find_resume_point,
+    load_checkpoint,
+    save_checkpoint,
+)
+from verl_masopd.trainer.config import validate_config
+from verl_masopd.trainer.cure_inputs import cure_matrices
+from verl_masopd.trainer.data import ProblemStream, read_problems
+from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
+from verl_masopd.trainer.placement import EnginePlacement
+from verl_masopd.trainer.policy import Policy
+from verl_masopd.trainer.tracking import open_tracking
+
+logger = logging.getLogger(__name__)
+
+CRITIC_FILE = "critic.pt"
+
+
+BackendFactory = Callable[[str, str, int], GenerationBackend]
+
+
+def hf_backend(policy: str, model_path: str, seed: int) -> GenerationBackend:
+    return HFBackend(model_path, seed=seed)
+
+
+class Trainer:
+    """Builds every part from the composed config (validated first) and runs `fit`.
+
+    `backend_factory(policy, model_path, seed)` makes each policy's generation backend
+    (default: the HF backend).
+    """
+
+    def __init__(self, cfg: DictConfig, backend_factory: BackendFactory = hf_backend):
+        self.cfg = cfg
+        self.run = validate_config(cfg)
+        self.spec = self.run.estimator
+        self.workflow = self.run.make_workflow()
+        self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        domain = self.run.workflow.domain
+        self.stream = ProblemStream(read_problems(self.run.train_files, domain), cfg.data.train_batch_size, cfg.data.seed)
+        self.val_problems = read_problems(self.run.val_files, domain) if self.run.val_files else []
+
+        self.placement = EnginePlacement(cfg.engines, engines=len(self.run.policies) + self.spec.needs_teacher
+                                         + self.spec.needs_reference)
+        actor = cfg.actor_rollout_ref.actor
+        loss_fn = policy_loss(
+            actor.policy_loss.loss_mode,
+            clip_ratio=actor.clip_ratio,
+            loss_agg_mode=actor.loss_agg_mode,
+            use_kl_loss=bool(actor.use_kl_loss),
+            kl_loss_coef=actor.kl_loss_coef,
+            kl_loss_type=actor.kl_loss_type,
+        )
+        num_mini_batches = max(1, -(-cfg.data.train_batch_size // actor.ppo_mini_batch_size))
+        grad_clip = read_options(cfg.algorithm, "marft", MarftOptions).max_grad_norm if self.spec.name == "marft" \
+            else actor.grad_clip
+        self.policies = {}
+        for i, name in enumerate(self.run.policies):
+            path = self.run.policy_path(name)
+            settings = EngineSettings(
+                model_path=path, lr=actor.optim.lr, weight_decay=actor.optim.weight_decay, grad_clip=grad_clip,
+                dtype=cfg.engines.dtype, seed=cfg.trainer.seed + i,
+            )
+            backend = backend_factory(name, path, cfg.trainer.seed + i)
+            self.policies[name] = Policy(name, self.placement.build(settings, name), backend, loss_fn, num_mini_batches)
+
+        self.reference = None
+        if self.spec.needs_reference:
+            path = self.run.policy_path(self.run.policies[0])
+            self.reference = self.placement.build(EngineSettings(model_path=path, forward_only=True,
+                                                                 dtype=cfg.engines.dtype), "reference")
+        self.teacher = None
+        self.attributor = None
+        if self.spec.needs_teacher:
+            teacher_engine = self.placement.build(
+                EngineSettings(model_path=self.run.teacher.model_path, forward_only=True, dtype=cfg.engines.dtype),
+                "teacher",
+            )
+            builder = TeacherContextBuilder(self.workflow, self.tokenizer, self.run.teacher.max_context_length,
+                                            self.run.pac.reveal_reference)
+            kappa = cfg.algorithm.masopd.num_contrast_roles if self.spec.name == "masopd" else 0
+            self.teacher = TeacherScoring(builder, EngineTeacherScorer(teacher_engine, self.pad_id), kappa,
+                                          self.run.pac.enable)
+            if self.run.pac.enable:
+                judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
+                self.attributor = Attributor(self.workflow, self.run.pac.attribution, judge, self.tokenizer)
+        self.critic = None
+        if self.spec.needs_critic:
+            self.critic = MarftCritic.from_pretrained(self.run.students.path, read_options(cfg.algorithm, "marft",
+                                                                                           MarftOptions))
+        backends = {name: p.backend for name, p in self.policies.items()}
+        common = dict(policy_sharing=self.run.workflow.policy_sharing, max_prompt_len=cfg.data.max_prompt_length)
+        self.manager = RolloutManager(self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling,
+                                      **common)
+        self.val_manager = RolloutManager(self.workflow, backends, self.tokenizer, sampling=self.run.val_sampling,
+                                          **common)
+        self.checkpoint_root = Path(cfg.trainer.default_local_dir).expanduser()
+        self.step = 0
+
+    def fit(self) -> dict[str, float]:
+        """Train until trainer.total_training_steps; returns the last step's metrics."""
+        self._resume()
+        tracking = open_tracking(self.cfg)
+        metrics: dict[str, float] = {}
+        try:
+            if self.val_problems and self.cfg.trainer.val_before_train and self.step == 0:
+                tracking.log(self.validate(), step=0)
+            while self.step < self.cfg.trainer.total_training_steps:
+                metrics = self.train_step()
+                if self._due(self.cfg.trainer.test_freq) and self.val_problems:
+                    metrics.update(self.validate())
+                tracking.log(metrics, step=self.step)
+                if self._due(self.cfg.trainer.save_freq) or self.step == self.cfg.trainer.total_training_steps:
+                    self.save()
+        finally:
+            tracking.finish()
+            self.close()
+        return metrics
+
+    def train_step(self) -> dict[str, float]:
+        """One step of the module docstring; returns its metrics (timings under timing_s/)."""
+        timings: dict[str, float] = {}
+        metrics: dict[str, float] = {}
+        problems = self.stream.next_batch()
+        self.manager.metrics = RolloutMetrics()
+        with _timed(timings, "rollout"):
+            results = asyncio.run(self._rollouts(problems))
+        batch = to_dataproto(results, None, self.cfg.data.max_prompt_length, self.cfg.data.max_response_length,
+                             self.pad_id)
+        rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
+        metrics.update(self._rollout_metrics(results, batch))
+        with _timed(timings, "log_prob"):
+            old = torch.zeros_like(batch.batch["rollout_log_probs"])
+            for name, policy in self.policies.items():
+                if len(rows[name]):
+                    old[rows[name]] = policy.engine.infer_batch(batch.select_idxs(rows[name]))
+            batch.batch["old_log_probs"] = old
+            if self.reference is not None:
+                batch.batch["ref_log_prob"] = self.reference.infer_batch(batch)
+            if self.critic is not None:
+                features = self._critic_features(batch)
+                batch.batch["critic_values"] = self.critic.values(features)
+        if self.teacher is not None:
+            with _timed(timings, "teacher"):
+                metrics.update(asyncio.run(self._teacher_scores(batch, results)))
+        with _timed(timings, "advantage"):
+            if self.spec.name == "cure":
+                batch.meta_info["cure_matrices"] = cure_matrices(results, self.workflow.timeout)
+            batch = compute_advantages(batch, self.cfg)
+            metrics.update(batch.meta_info["advantage_metrics"])
+        with _timed(timings, "update"):
+            for name, policy in self.policies.items():
+                if len(rows[name]):
+                    metrics.update(policy.update(batch.select_idxs(rows[name])))
+            if self.critic is not None:
+                metrics.update(self.critic.update(features, batch.batch["returns"][:, 0]))
+        self.step += 1
+        with _timed(timings, "weight_sync"):
+            for policy in self.policies.values():
+                policy.sync(self.step)
+        metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Evaluation sampling on the held-out problems: accuracy, agreement per turn, turns."""
+        k = 1
+        records = asyncio.run(evaluate(self.val_manager, self.val_problems, k, self.cfg.data.train_batch_size))
+        return {f"val/{key}": value for key, value in summarize(records, self.run.workflow.horizon).items()
+                if isinstance(value, int | float)}
+
+    def save(self) -> Path:
+        """An atomic checkpoint of every policy (HF weights + optimizer), the critic head, the data
+        position and the RNG states."""
+        components = {f"policy_{name}": (lambda folder, p=p: p.save(folder, self.step))
+                      for name, p in self.policies.items()}
+        if self.critic is not None:
+            components["critic"] = lambda folder: torch.save(self.critic.state_dict(), folder / CRITIC_FILE)
+        state = TrainerState(step=self.step, data_position=self.stream.state_dict(), config_hash=config_hash(self.cfg))
+        return save_checkpoint(self.checkpoint_root, state, self.cfg, components,
+                               self.cfg.trainer.max_actor_ckpt_to_keep)
+
+    def close(self) -> None:
+        self.manager.close()
+        self.val_manager.close()
+
+    def _resume(self) -> None:
+        path = find_resume_point(self.checkpoint_root, self.cfg.trainer.resume_mode, self.cfg.trainer.resume_from_path)
+        if path is None:
+            return
+        step = int(path.name.rsplit("_", 1)[-1])
+        components = {f"policy_{name}": (lambda folder, p=p: p.load(folder, step))
+                      for name, p in self.policies.items()}
+        if self.critic is not None:
+            components["critic"] = lambda folder: self.critic.load_state_dict(
+                torch.load(folder / CRITIC_FILE, weights_only=False))
+        state = load_checkpoint(path, components)
+        self.stream.load_state_dict(state.data_position)
+        self.step = state.step
+        logger.info("resumed from %s at step %d", path, self.step)
+
+    async def _rollouts(self, problems):
+        if self.run.rollout.tree_sampling:
+            return await TreeSampler(self.manager, self.run.rollout.group_size).run(problems)
+        return await self.manager.run(problems, group_size=self.run.rollout.group_size)
+
+    async def _teacher_scores(self, batch: DataProto, results) -> dict[str, float]:
+        episodes = {r.episode_id: r.episode for r in results}
+        attributions = await self.attributor.attribute(episodes) if self.attributor is not None else None
+        await self.teacher.score(batch, episodes, attributions)
+        return step_metrics([batch], attributions)
+
+    def _critic_features(self, batch: DataProto) -> torch.Tensor:
+        width = batch.batch["prompts"].shape[1]
+        return self.critic.encode(batch.batch["prompts"], batch.batch["attention_mask"][:, :width])
+
+    def _rollout_metrics(self, results, batch: DataProto) -> dict[str, float]:
+        turns = [len(r.episode.turns) for r in results]
+        agreed = [r.episode.turns[-1].agreed for r in results]
+        out = {
+            "rollout/accuracy": float(np.mean([r.judgement.correct for r in results])),
+            "rollout/team_reward": float(np.mean([r.judgement.team for r in results])),
+            "rollout/turns": float(np.mean(turns)),
+            "rollout/agreement": float(np.mean(agreed)),
+            "rollout/truncated_responses": float(batch.meta_info["truncated_responses"]),
+            "rollout/failed_samples": float(batch.meta_info["failed_samples"]),
+        }
+        out.update({f"rollout/{k}": float(v) for k, v in self.manager.metrics.as_dict().items()})
+        roles = batch.non_tensor_batch["role"]
+        lengths = batch.batch["response_mask"].sum(-1).float()
+        for role in sorted(set(roles)):
+            mine = roles == role
+            out[f"rollout/{role}/response_length"] = float(lengths[torch.from_numpy(mine)].mean())
+            out[f"rollout/{role}/local_reward"] = float(batch.batch["local_reward"][torch.from_numpy(mine)].mean())
+        return out
+
+    def _due(self, freq) -> bool:
+        return freq is not None and freq > 0 and self.step % freq == 0
+
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str):
+    start = time.perf_counter()
+    yield
+    timings[key] = timings.get(key, 0.0) + time.perf_counter() - start
+
+
+def run(cfg: DictConfig) -> dict[str, float]:
+    """Validate `cfg`, start Ray where the placement needs it, train; the entry point's body."""
+    OmegaConf.resolve(cfg)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return Trainer(cfg).fit()
