@@ -66,10 +66,14 @@ class EnginePlacement:
             self.shared_pool = RayResourcePool(process_on_nodes=[1], use_gpu=False,
                                                max_colocate_count=max(1, min(engines, cpus)))
             return
-        needed = engines * self.gpus_per_engine
-        available = int(ray.cluster_resources().get("GPU", 0))
-        if needed > available:
-            raise ConfigError(
-                f"engines.gpus_per_engine: {engines} engines x {self.gpus_per_engine} GPUs = {needed} GPUs requested, "
-                f"but Ray sees {available}"
-            )
+        check_gpu_request(engines, self.gpus_per_engine, int(ray.cluster_resources().get("GPU", 0)))
+
+
+def check_gpu_request(engines: int, gpus_per_engine: int, available: int) -> None:
+    """Stop at start-up when the engines ask for more GPUs than Ray sees."""
+    needed = engines * gpus_per_engine
+    if needed > available:
+        raise ConfigError(
+            f"engines.gpus_per_engine: {engines} engines x {gpus_per_engine} GPUs = {needed} GPUs requested, "
+            f"but Ray sees {available}"
+        )
