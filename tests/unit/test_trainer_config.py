@@ -93,7 +93,7 @@ def test_defaults_are_the_papers_common_settings(paper_cfg):
 
 def test_cpu_preset_has_tiny_sizes(cpu_cfg):
     assert cpu_cfg.trainer.device == "cpu"
-    assert (cpu_cfg.data.max_prompt_length, cpu_cfg.data.max_response_length, cpu_cfg.data.train_batch_size) == (512, 64, 2)
+    assert (cpu_cfg.data.max_prompt_length, cpu_cfg.data.max_response_length, cpu_cfg.data.train_batch_size) == (2048, 64, 2)
     assert (cpu_cfg.workflow.horizon, cpu_cfg.rollout.group_size, cpu_cfg.trainer.total_training_steps) == (2, 2, 2)
 
 
