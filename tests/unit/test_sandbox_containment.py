@@ -2,16 +2,18 @@
 timeout plus one second, leaves no process of the sandbox uids (zombies included) and no file
 outside its working directory."""
 
+import fcntl
 import glob
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
 import psutil
 import pytest
 
-from verl_masopd.sandbox import Limits, isolation, run_program
-from verl_masopd.sandbox.isolation import SLOT_COUNT, SLOT_UID_BASE
+from verl_masopd.sandbox import Limits, isolation, run_many, run_program
+from verl_masopd.sandbox.isolation import SLOT_COUNT, SLOT_UID_BASE, slot_lock_dir, slot_uid
 
 TIMEOUT = 2.0
 
@@ -164,3 +166,55 @@ def test_program_holds_no_descriptor_but_its_standard_streams():
     )
     result = contained(code)
     assert result.ok and result.stdout == "[0, 1, 2]\n"
+
+
+def test_concurrent_runs_cannot_reach_each_other_through_abstract_sockets():
+    listener = (
+        "import socket, time\nserver = socket.socket(socket.AF_UNIX)\nserver.bind('\\0masopd-test-rendezvous')\n"
+        "server.listen()\nprint('listening', flush=True)\ntime.sleep(1.5)\n"
+    )
+    caller = (
+        "import socket, time\ntime.sleep(0.5)\nclient = socket.socket(socket.AF_UNIX)\ntry:\n"
+        "    client.connect('\\0masopd-test-rendezvous')\n    print('connected')\n"
+        "except OSError as error:\n    print('errno', error.errno)\n"
+    )
+    listened, called = run_many([(listener, ""), (caller, "")], timeout=TIMEOUT, max_workers=2)
+    assert listened.ok and listened.stdout == "listening\n"
+    assert called.ok and called.stdout == "errno 111\n"
+
+
+def test_a_slot_left_unclean_is_cleared_when_taken():
+    """A slot whose last holder did not mark it clean has its leftover processes killed."""
+    target = SLOT_UID_BASE + 5
+    lock_dir = Path(slot_lock_dir())
+    others = []
+    for uid in range(SLOT_UID_BASE, SLOT_UID_BASE + SLOT_COUNT):
+        if uid != target:
+            handle = open(lock_dir / str(uid), "a")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            others.append(handle)
+    (lock_dir / str(target)).write_text("")
+    leftover = subprocess.Popen(["sleep", "60"], user=target, group=target)
+    try:
+        with slot_uid() as uid:
+            assert uid == target
+            assert leftover.wait(5) == -9
+        assert (lock_dir / str(target)).read_text() == "clean"
+    finally:
+        leftover.kill()
+        for handle in others:
+            handle.close()
+
+
+def test_sysv_ipc_objects_do_not_outlive_their_run():
+    """A shared-memory segment made by one run is invisible to the next (private IPC namespace)."""
+    make = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None)\n"
+        "print(libc.shmget(0x6d61736f, 4096, 0o1666))\n"  # IPC_CREAT | 0666
+    )
+    find = "import ctypes\nprint(ctypes.CDLL(None).shmget(0x6d61736f, 4096, 0o666))\n"
+    created = run_program(make, timeout=5)
+    assert created.ok and int(created.stdout) >= 0, created
+    found = run_program(find, timeout=5)
+    assert found.ok and int(found.stdout) == -1, found

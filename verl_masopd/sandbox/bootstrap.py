@@ -8,15 +8,18 @@ supervisor, so each run starts from a fresh copy of the zygote and nothing a pro
 socket closes.
 
 The supervisor sends a pidfd of itself on the run's channel, becomes a child subreaper, enters
-fresh network and mount namespaces when asked, then forks the program process. That process
-closes every inherited fd but stdin/stdout/stderr, applies the rlimits, drops to the run's
-unprivileged uid, replaces the environment and executes main.py as `__main__`; it then ends
-like any Python program (non-daemon threads joined, atexit handlers run, streams flushed). The
-supervisor reaps every process orphaned under it; once the program has exited, or the channel
+its uid's network namespace and a fresh mount namespace when asked, then forks the program
+process. That process closes every inherited fd but stdin/stdout/stderr, applies the rlimits,
+drops to the run's unprivileged uid, replaces the environment and executes main.py as
+`__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
+run, its globals released so that their finalizers run, streams flushed, the same exit status)
+but skips the interpreter's teardown of the zygote's modules, which would copy most of the
+zygote's memory page by page. The supervisor reaps every process orphaned under it; once the program has exited, or the channel
 asks it to stop (or closes), it kills every remaining process of the run (all processes of the
 uid, or its own children when unprivileged), reaps them and sends the program's wait status.
 """
 
+import atexit
 import ctypes
 import gc
 import json
@@ -26,6 +29,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import traceback
 import types
 
@@ -38,11 +42,11 @@ import itertools  # noqa: F401
 import math  # noqa: F401
 import re  # noqa: F401
 import string  # noqa: F401
-import threading  # noqa: F401
 import typing  # noqa: F401
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
@@ -68,24 +72,45 @@ def mount(source, target, fstype, flags, data=None):
 
 
 def serve(control):
-    """Fork a supervisor per request and return in it with (config, fds); exit when the parent closes."""
+    """Fork a supervisor per request and return in it with (config, fds, the fd of the run's
+    network namespace or None); exit when the parent closes."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    networks = {}
     while True:
         message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, REQUEST_FDS)
         if not message:
             os._exit(0)
+        config = json.loads(message)
+        network = uid_network(networks, config["uid"]) if config["namespaces"] else None
         if os.fork() == 0:
             control.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            return json.loads(message), fds
+            return config, fds, network
         for fd in fds:
             os.close(fd)
 
 
-def enter_namespaces(config):
-    """Private network (loopback only) and mount namespace: world-writable dirs show the workdir,
-    directories the uid cannot reach are masked by a tmpfs that re-exposes only the interpreter."""
-    checked(libc.unshare(CLONE_NEWNET | CLONE_NEWNS), "unshare")
+def uid_network(networks, uid):
+    """The fd of `uid`'s network namespace (loopback only, down), created at its first run.
+
+    Creating and destroying a network namespace per run is costly; one per slot uid isolates
+    runs just as well, since runs of a uid never overlap and nothing of a run (sockets, abstract
+    socket names) outlives its processes, and no unprivileged process can configure one.
+    """
+    if uid not in networks:
+        checked(libc.unshare(CLONE_NEWNET), "unshare")
+        networks[uid] = os.open("/proc/self/ns/net", os.O_RDONLY)
+    return networks[uid]
+
+
+def enter_namespaces(config, network):
+    """The uid's network namespace, a private IPC namespace (SysV objects and POSIX message
+    queues die with the run) and a private mount namespace: world-writable dirs show the
+    workdir, directories the uid cannot reach are masked by a tmpfs that re-exposes only the
+    interpreter."""
+    checked(libc.setns(network, CLONE_NEWNET), "setns")
+    os.close(network)
+    checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     workdir = os.open(config["workdir"], os.O_PATH)
     for masked, exposed in config["expose"]:
@@ -128,16 +153,50 @@ def enter_program(config, stdio):
 
 
 def run_as_main(code):
+    """Execute the program as `__main__`; return its module and exit status (SystemExit's code,
+    printed when it is not an int, or 1 after an uncaught exception)."""
     main = types.ModuleType("__main__")
     main.__file__ = "main.py"
     sys.modules["__main__"] = main
     try:
         exec(code, main.__dict__)
-    except SystemExit:
-        raise
+    except SystemExit as exit:
+        return main, exit_status(exit.code)
     except BaseException as error:
         traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        sys.exit(1)
+        return main, 1
+    return main, 0
+
+
+def exit_status(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def end_program(main, status):
+    """End as the interpreter's shutdown would: join non-daemon threads, run atexit handlers,
+    release the program's globals, flush stdout and stderr (status 120 when that fails)."""
+    current = threading.current_thread()
+    while running := [t for t in threading.enumerate() if t is not current and not t.daemon and t.is_alive()]:
+        for thread in running:
+            thread.join()
+    atexit._run_exitfuncs()
+    main.__dict__.clear()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except Exception as error:
+            status = 120
+            if stream is sys.stdout:
+                print(f"Exception ignored in: {stream!r}", file=sys.stderr)
+                traceback.print_exception(type(error), error, None)
+    os._exit(status)
 
 
 def kill_run_processes(uid):
@@ -213,7 +272,7 @@ def supervise(channel, program, uid):
     return status
 
 
-def start_run(config, fds):
+def start_run(config, fds, network):
     """In a fresh supervisor: return the program's code in the forked program process; in the
     supervisor itself report the program's wait status (or the failure) and exit."""
     channel_fd, *stdio = fds
@@ -222,7 +281,7 @@ def start_run(config, fds):
         socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
         checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
         if config["namespaces"]:
-            enter_namespaces(config)
+            enter_namespaces(config, network)
         program = os.fork()
     except Exception as error:
         finish(channel, {"error": f"{type(error).__name__}: {error}"})
@@ -251,8 +310,9 @@ def main():
     # The zygote's objects stay out of every fork's collections, so their pages stay shared
     # instead of being copied on write (the gc.freeze use the Python docs describe).
     gc.freeze()
-    config, fds = serve(socket.socket(fileno=int(sys.argv[1])))
-    run_as_main(start_run(config, fds))
+    config, fds, network = serve(socket.socket(fileno=int(sys.argv[1])))
+    program, status = run_as_main(start_run(config, fds, network))
+    end_program(program, status)
 
 
 main()

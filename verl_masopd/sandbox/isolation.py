@@ -29,6 +29,7 @@ from dataclasses import dataclass
 SLOT_UID_BASE = 64000
 SLOT_COUNT = 64
 WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+_CLEAN_MARK = "clean"
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def isolation() -> Isolation:
     return Isolation(privileged, namespaces, expose, shadow if namespaces else (), tuple(warnings))
 
 
-def _slot_lock_dir() -> str:
+def slot_lock_dir() -> str:
     path = os.path.join(tempfile.gettempdir(), "verl_masopd_sandbox_slots")
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
@@ -103,25 +104,31 @@ def _slot_lock_dir() -> str:
 def slot_uid() -> Iterator[int]:
     """Hold one slot uid exclusively (across threads and processes) for the duration of a run.
 
-    Whatever a crashed earlier holder left is killed on acquisition; a run's supervisor kills
-    its own processes before it reports, and the runner kills them when no report came.
+    A holder whose block ends without an exception has seen every process of the uid end (the
+    run's supervisor kills them before it reports, the runner when no report came) and marks the
+    slot clean in its lock file; the next holder searches /proc for leftovers to kill only when
+    that mark is missing (a holder crashed or raised).
     """
-    lock_dir = _slot_lock_dir()
+    lock_dir = slot_lock_dir()
     while True:
         offset = random.randrange(SLOT_COUNT)
         for index in range(SLOT_COUNT):
             uid = SLOT_UID_BASE + (offset + index) % SLOT_COUNT
-            handle = open(os.path.join(lock_dir, str(uid)), "a")
+            handle = open(os.path.join(lock_dir, str(uid)), "a+")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.close()
                 continue
-            try:
-                kill_uid_processes(uid)
+            with handle:
+                handle.seek(0)
+                clean = handle.read() == _CLEAN_MARK
+                handle.truncate(0)
+                handle.flush()
+                if not clean:
+                    kill_uid_processes(uid)
                 yield uid
-            finally:
-                handle.close()
+                handle.write(_CLEAN_MARK)
             return
         time.sleep(0.005)
 
@@ -143,18 +150,19 @@ def uid_processes(uid: int) -> list[int]:
     return found
 
 
-def kill_uid_processes(uid: int, rounds: int = 1000) -> None:
-    """SIGKILL every process of `uid` until none is left (bounded: a process stuck in the kernel
-    cannot be waited for forever)."""
+def kill_uid_processes(uid: int, rounds: int = 1000) -> bool:
+    """SIGKILL every process of `uid` until none is left; whether none is (bounded: a process
+    stuck in the kernel cannot be waited for forever)."""
     for _ in range(rounds):
         pids = uid_processes(uid)
         if not pids:
-            return
+            return True
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
     logger.warning("sandbox uid %d still has processes %s after SIGKILL", uid, uid_processes(uid))
+    return False
 
 
 def remove_uid_files(uid: int, directories: tuple[str, ...]) -> None:

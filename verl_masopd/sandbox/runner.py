@@ -146,8 +146,8 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits) -> ExecResul
                 stdout, stderr, timed_out, truncated, reply = _supervised(
                     run, stdout_pipe, stderr_pipe, start + timeout, limits
                 )
-        if uid is not None and "status" not in reply:
-            kill_uid_processes(uid)
+        if uid is not None and "status" not in reply and not kill_uid_processes(uid):
+            raise SandboxError(f"processes of sandbox uid {uid} survived SIGKILL")
         if uid is not None and not setup.shadow:
             remove_uid_files(uid, WORLD_WRITABLE_DIRS)
     stderr_text = stderr.decode("utf-8", errors="replace")
