@@ -1,0 +1,113 @@
+"""One training step's time broken down by phase for `grpo`, `opd` and `masopd`, as ratios to `grpo`.
+
+The same tiny setup for every estimator (CPU preset, local engines, the tiny student and teacher,
+the built-in problems of one domain, the same seed): one warm-up step, then the mean of --steps
+measured steps of `Trainer.train_step()`'s timing_s/* metrics (rollout, log_prob, teacher,
+advantage, update, weight_sync), the estimators taking turns step by step. Writes
+benchmarks/results/step_time.json and prints a table.
+
+    VERL_PLATFORM=cpu python benchmarks/step_time.py [--domain math] [--steps 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VERL_PLATFORM", "cpu")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from verl_masopd.config import compose_config  # noqa: E402
+from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.trainer.loop import Trainer  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "step_time.json"
+ESTIMATORS = ("grpo", "opd", "masopd")
+PHASES = ("rollout", "log_prob", "teacher", "advantage", "update", "weight_sync")
+
+
+def step_times(overrides: dict[str, list[str]], steps: int) -> dict[str, dict[str, float]]:
+    """Mean seconds per phase of each estimator over `steps` steps after one warm-up step; 'total'
+    is their sum. The estimators take turns step by step, so a change in the machine's load falls
+    on all of them alike."""
+    trainers = {}
+    try:
+        for estimator, estimator_overrides in overrides.items():
+            trainers[estimator] = Trainer(compose_config(estimator_overrides))
+            trainers[estimator].train_step()
+        runs = {estimator: [] for estimator in trainers}
+        for _ in range(steps):
+            for estimator, trainer in trainers.items():
+                runs[estimator].append(trainer.train_step())
+    finally:
+        for trainer in trainers.values():
+            trainer.close()
+    times = {}
+    for estimator, metrics in runs.items():
+        times[estimator] = {p: sum(m.get(f"timing_s/{p}", 0.0) for m in metrics) / steps for p in PHASES}
+        times[estimator]["total"] = sum(times[estimator].values())
+    return times
+
+
+def ratios(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    """times[e][phase] / times['grpo'][phase]; None where grpo spends no time in the phase."""
+    base = times["grpo"]
+    return {e: {p: (t[p] / base[p] if base[p] > 0 else None) for p in t} for e, t in times.items()}
+
+
+def table(times: dict[str, dict[str, float]], ratio: dict[str, dict[str, float | None]]) -> str:
+    columns = (*PHASES, "total")
+    lines = ["| estimator | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for e, t in times.items():
+        cells = [f"{t[c]:.2f}s" + ("" if ratio[e][c] is None else f" ({ratio[e][c]:.2f}x)") for c in columns]
+        lines.append(f"| {e} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--domain", choices=("code", "math"), default="math")
+    parser.add_argument("--steps", type=int, default=2, help="measured steps after the warm-up step")
+    parser.add_argument("--problems", type=int, default=8, help="built-in problems in the training file")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="step_time-"))
+    models = work / "models"
+    student = cached_model(models, size="tiny", seed=0)
+    teacher = cached_model(models, size="small", seed=1)
+    data = work / f"{args.domain}.parquet"
+    subprocess.run([sys.executable, "-m", "data_prep", "builtin", "--domain", args.domain, "--output", str(data),
+                    "--n", str(args.problems)], check=True, capture_output=True)
+    common = ["preset=cpu", "engines.placement=local", f"workflow.domain={args.domain}",
+              f"students.path={student}", f"teacher.model_path={teacher}", f"data.train_files=[{data}]",
+              f"trainer.seed={args.seed}", "trainer.logger=[console]", "trainer.save_freq=-1"]
+    times = step_times({e: [*common, f"algorithm.adv_estimator={e}", f"trainer.default_local_dir={work / e}"]
+                        for e in ESTIMATORS}, args.steps)
+    ratio = ratios(times)
+    cfg = compose_config(common)
+    setup = {
+        "domain": args.domain, "problems_per_step": cfg.data.train_batch_size, "group_size": cfg.rollout.group_size,
+        "horizon": cfg.workflow.horizon, "max_response_tokens": cfg.data.max_response_length,
+        "student": "tiny (0.9M parameters)", "teacher": "small (9.6M parameters)", "placement": "local",
+        "warmup_steps": 1, "measured_steps": args.steps, "seed": args.seed,
+        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, indent=2)
+                       + "\n")
+    print(table(times, ratio))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

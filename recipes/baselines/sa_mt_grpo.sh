@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# SA+MT GRPO: one agent over the workflow's horizon (self-revision turns).
+# The MAS-OPD recipe of domain $DOMAIN (code or math, default code) with the baseline's keys;
+# environment and further overrides as in recipes/masopd.sh.
+set -euo pipefail
+exec bash "$(dirname "${BASH_SOURCE[0]}")/../masopd_${DOMAIN:-code}.sh" algorithm.adv_estimator=grpo workflow.name=sa "$@"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# MAS-OPD on one domain with the paper's settings (METHOD.md §4, D.5: the defaults of
+# verl_masopd/config/masopd_trainer.yaml). Every argument after the domain is a Hydra override of
+# `python -m verl_masopd.train`, e.g. algorithm.adv_estimator=magrpo for a baseline.
+#
+#   bash recipes/masopd.sh code|math [OVERRIDE ...]
+#
+# Environment:
+#   STUDENT_MODEL  local folder of the student backbone in Hugging Face format, e.g. Qwen3-1.7B (required)
+#   TEACHER_MODEL  local folder of the teacher, same tokenizer, e.g. Qwen3-8B (masopd and opd need it)
+#   TRAIN_FILES    training parquet files written by data_prep, comma-separated (required)
+#   VAL_FILES      held-out parquet files, comma-separated (optional)
+#   MASOPD_CPU=1   CPU mode: the tiny offline models and built-in data (recipes/tiny_world.py, built
+#                  into $MASOPD_CACHE, default .cache/cpu; variables set above win), preset=cpu,
+#                  engines in the driver process
+#   PYTHON         interpreter (default .venv/bin/python when present, else python3)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+domain="${1:?usage: bash recipes/masopd.sh code|math [OVERRIDE ...]}"
+shift
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x "$root/.venv/bin/python" ]; then PYTHON="$root/.venv/bin/python"; else PYTHON=python3; fi
+fi
+
+cpu_overrides=()
+if [ "${MASOPD_CPU:-0}" = 1 ]; then
+  export VERL_PLATFORM=cpu RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
+  world="$("$PYTHON" "$root/recipes/tiny_world.py" --cache "${MASOPD_CACHE:-$root/.cache/cpu}" --domain "$domain")"
+  eval "$world"
+  cpu_overrides=(preset=cpu engines.placement=local)
+fi
+
+fail() { echo "recipes/masopd.sh: $*" >&2; exit 2; }
+# Hydra list of the comma-separated paths in variable $1, each checked to exist.
+path_list() {
+  local name="$1" items=() paths path
+  IFS=, read -ra paths <<< "${!name}"
+  for path in "${paths[@]}"; do
+    [ -e "$path" ] || fail "$name: $path does not exist"
+    items+=("'$path'")
+  done
+  local IFS=,
+  echo "[${items[*]}]"
+}
+
+[ -n "${STUDENT_MODEL:-}" ] || fail "set STUDENT_MODEL to a local model folder (Hugging Face format, e.g. a Qwen3-1.7B download), or MASOPD_CPU=1 for the tiny offline models"
+[ -d "$STUDENT_MODEL" ] || fail "STUDENT_MODEL: $STUDENT_MODEL is not a folder"
+[ -n "${TRAIN_FILES:-}" ] || fail "set TRAIN_FILES to the training parquet file(s) written by data_prep (python -m data_prep ...)"
+train_files="$(path_list TRAIN_FILES)"
+inputs=("students.path=$STUDENT_MODEL" "data.train_files=$train_files")
+if [ -n "${TEACHER_MODEL:-}" ]; then
+  [ -d "$TEACHER_MODEL" ] || fail "TEACHER_MODEL: $TEACHER_MODEL is not a folder"
+  inputs+=("teacher.model_path=$TEACHER_MODEL")
+fi
+if [ -n "${VAL_FILES:-}" ]; then
+  val_files="$(path_list VAL_FILES)"
+  inputs+=("data.val_files=$val_files")
+fi
+
+exec "$PYTHON" -m verl_masopd.train workflow.domain="$domain" "${cpu_overrides[@]}" "${inputs[@]}" "$@"

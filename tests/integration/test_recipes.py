@@ -1,0 +1,108 @@
+"""The recipes: a missing model stops with the variable's name, every baseline recipe's command line
+composes into a config the trainer accepts with the baseline's keys, and the CPU mode trains."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import validate_config
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE_VARIABLES = ("STUDENT_MODEL", "TEACHER_MODEL", "TRAIN_FILES", "VAL_FILES", "MASOPD_CPU", "MASOPD_CACHE",
+                    "PYTHON", "DOMAIN")
+
+# recipe -> (estimator, workflow name, domain, horizon, policy sharing, tree sampling)
+BASELINES = {
+    "grpo": ("grpo", "mas", "code", 4, "role", False),
+    "magrpo": ("magrpo", "mas", "code", 4, "role", False),
+    "marft": ("marft", "mas", "code", 4, "role", False),
+    "opd": ("opd", "mas", "code", 4, "role", False),
+    "cure": ("cure", "mas", "code", 4, "shared", False),
+    "at_grpo": ("at_grpo", "mas", "code", 4, "role", True),
+    "sa_st_grpo": ("grpo", "sa", "code", 1, "role", False),
+    "sa_mt_grpo": ("grpo", "sa", "code", 4, "role", False),
+}
+
+
+def recipe(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES}
+    return subprocess.run(["bash", str(ROOT / "recipes" / script), *args], env={**clean, **env}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_unset_student_model_is_named():
+    result = recipe("masopd_code.sh")
+    assert result.returncode == 2
+    assert "set STUDENT_MODEL" in result.stderr
+
+
+def test_missing_paths_are_named(tiny_model_path, tmp_path):
+    missing = str(tmp_path / "nowhere")
+    result = recipe("masopd_math.sh", STUDENT_MODEL=missing, TRAIN_FILES="x.parquet")
+    assert result.returncode == 2
+    assert f"STUDENT_MODEL: {missing} is not a folder" in result.stderr
+
+    result = recipe("masopd_math.sh", STUDENT_MODEL=tiny_model_path, TRAIN_FILES=missing)
+    assert result.returncode == 2
+    assert f"TRAIN_FILES: {missing} does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+def test_baseline_recipe_composes_its_estimator(name, tiny_model_path, tiny_teacher_path, builtin_data, tmp_path):
+    """The recipe's trainer arguments, captured by a stand-in interpreter, compose and validate."""
+    captured = tmp_path / "argv"
+    interpreter = tmp_path / "capture"
+    interpreter.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {captured}\n")
+    interpreter.chmod(0o755)
+    result = recipe(f"baselines/{name}.sh", "data.train_batch_size=8", PYTHON=str(interpreter),
+                    STUDENT_MODEL=tiny_model_path, TEACHER_MODEL=tiny_teacher_path,
+                    TRAIN_FILES=builtin_data["code"], VAL_FILES=builtin_data["math"])
+    assert result.returncode == 0, result.stderr
+    argv = captured.read_text().splitlines()
+    assert argv[:2] == ["-m", "verl_masopd.train"]
+
+    cfg = compose_config(argv[2:])
+    run = validate_config(cfg)
+    estimator, workflow, domain, horizon, sharing, tree = BASELINES[name]
+    assert (run.estimator.name, run.workflow.name, run.workflow.domain, run.workflow.horizon,
+            run.workflow.policy_sharing, run.rollout.tree_sampling) == (estimator, workflow, domain, horizon, sharing,
+                                                                       tree)
+    assert run.students.path == tiny_model_path
+    assert run.teacher.model_path == tiny_teacher_path
+    assert run.train_files == (builtin_data["code"],)
+    assert run.val_files == (builtin_data["math"],)
+    assert cfg.data.train_batch_size == 8  # overrides after the recipe's own pass through
+    assert cfg.data.max_response_length == 4096  # the paper's settings, not the CPU preset's
+
+
+def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
+    """MASOPD_CPU=1 with the test's cached models: the recipe builds the built-in data into its cache
+    (16 training problems, 8 held out) and one MAS-OPD step changes both policies."""
+    cache, checkpoints = tmp_path / "cache", tmp_path / "checkpoints"
+    result = recipe(
+        "masopd_math.sh", "trainer.total_training_steps=1", "workflow.horizon=1", "data.max_response_length=16",
+        f"trainer.default_local_dir={checkpoints}", "trainer.logger=[console]", f"hydra.run.dir={tmp_path / 'hydra'}",
+        MASOPD_CPU="1", MASOPD_CACHE=str(cache), STUDENT_MODEL=tiny_model_path, TEACHER_MODEL=tiny_teacher_path,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    train = pd.read_parquet(cache / "data" / "math_train16.parquet")
+    heldout = pd.read_parquet(cache / "data" / "math_heldout8_from16.parquet")
+    assert (len(train), len(heldout)) == (16, 8)
+    assert not set(train.extra_info.map(lambda e: e["id"])) & set(heldout.extra_info.map(lambda e: e["id"]))
+    assert not (cache / "models").exists()
+
+    assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
+    initial = load_file(Path(tiny_model_path) / "model.safetensors")
+    for policy in ("reasoner", "tool_user"):
+        trained = load_file(checkpoints / "global_step_1" / f"policy_{policy}" / "huggingface" / "model.safetensors")
+        assert set(trained) == set(initial)
+        assert any(not torch.equal(trained[k], initial[k]) for k in initial), f"{policy} did not change"
