@@ -92,54 +92,17 @@ class Trainer:
         self.stream = ProblemStream(read_problems(self.run.train_files, domain), cfg.data.train_batch_size, cfg.data.seed)
         self.val_problems = read_problems(self.run.val_files, domain) if self.run.val_files else []
 
-        self.placement = EnginePlacement(cfg.engines, engines=len(self.run.policies) + self.spec.needs_teacher
-                                         + self.spec.needs_reference)
-        actor = cfg.actor_rollout_ref.actor
-        loss_fn = policy_loss(
-            actor.policy_loss.loss_mode,
-            clip_ratio=actor.clip_ratio,
-            loss_agg_mode=actor.loss_agg_mode,
-            use_kl_loss=bool(actor.use_kl_loss),
-            kl_loss_coef=actor.kl_loss_coef,
-            kl_loss_type=actor.kl_loss_type,
-        )
-        num_mini_batches = max(1, -(-cfg.data.train_batch_size // actor.ppo_mini_batch_size))
-        grad_clip = read_options(cfg.algorithm, "marft", MarftOptions).max_grad_norm if self.spec.name == "marft" \
-            else actor.grad_clip
-        self.policies = {}
-        for i, name in enumerate(self.run.policies):
-            path = self.run.policy_path(name)
-            settings = EngineSettings(
-                model_path=path, lr=actor.optim.lr, weight_decay=actor.optim.weight_decay, grad_clip=grad_clip,
-                dtype=cfg.engines.dtype, seed=cfg.trainer.seed + i,
-            )
-            backend = backend_factory(name, path, cfg.trainer.seed + i)
-            self.policies[name] = Policy(name, self.placement.build(settings, name), backend, loss_fn, num_mini_batches)
-
-        self.reference = None
+        engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
+        self.placement = EnginePlacement(cfg.engines, engines)
+        self.policies = self._build_policies(backend_factory)
+        self.reference = self.teacher = self.attributor = self.critic = None
         if self.spec.needs_reference:
-            path = self.run.policy_path(self.run.policies[0])
-            self.reference = self.placement.build(EngineSettings(model_path=path, forward_only=True,
-                                                                 dtype=cfg.engines.dtype), "reference")
-        self.teacher = None
-        self.attributor = None
+            self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
         if self.spec.needs_teacher:
-            teacher_engine = self.placement.build(
-                EngineSettings(model_path=self.run.teacher.model_path, forward_only=True, dtype=cfg.engines.dtype),
-                "teacher",
-            )
-            builder = TeacherContextBuilder(self.workflow, self.tokenizer, self.run.teacher.max_context_length,
-                                            self.run.pac.reveal_reference)
-            kappa = cfg.algorithm.masopd.num_contrast_roles if self.spec.name == "masopd" else 0
-            self.teacher = TeacherScoring(builder, EngineTeacherScorer(teacher_engine, self.pad_id), kappa,
-                                          self.run.pac.enable)
-            if self.run.pac.enable:
-                judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
-                self.attributor = Attributor(self.workflow, self.run.pac.attribution, judge, self.tokenizer)
-        self.critic = None
+            self.teacher, self.attributor = self._build_teacher()
         if self.spec.needs_critic:
-            self.critic = MarftCritic.from_pretrained(self.run.students.path, read_options(cfg.algorithm, "marft",
-                                                                                           MarftOptions))
+            options = read_options(cfg.algorithm, "marft", MarftOptions)
+            self.critic = MarftCritic.from_pretrained(self.run.students.path, options)
         backends = {name: p.backend for name, p in self.policies.items()}
         common = dict(policy_sharing=self.run.workflow.policy_sharing, max_prompt_len=cfg.data.max_prompt_length)
         self.manager = RolloutManager(self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling,
@@ -148,6 +111,47 @@ class Trainer:
                                           **common)
         self.checkpoint_root = Path(cfg.trainer.default_local_dir).expanduser()
         self.step = 0
+
+    def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
+        """One engine + generation backend per policy; the estimator's loss (actor config)."""
+        actor = self.cfg.actor_rollout_ref.actor
+        loss_fn = policy_loss(
+            actor.policy_loss.loss_mode,
+            clip_ratio=actor.clip_ratio,
+            loss_agg_mode=actor.loss_agg_mode,
+            use_kl_loss=bool(actor.use_kl_loss),
+            kl_loss_coef=actor.kl_loss_coef,
+            kl_loss_type=actor.kl_loss_type,
+        )
+        num_mini_batches = max(1, -(-self.cfg.data.train_batch_size // actor.ppo_mini_batch_size))
+        grad_clip = actor.grad_clip
+        if self.spec.name == "marft":
+            grad_clip = read_options(self.cfg.algorithm, "marft", MarftOptions).max_grad_norm
+        policies = {}
+        for i, name in enumerate(self.run.policies):
+            path, seed = self.run.policy_path(name), self.cfg.trainer.seed + i
+            settings = EngineSettings(model_path=path, lr=actor.optim.lr, weight_decay=actor.optim.weight_decay,
+                                      grad_clip=grad_clip, dtype=self.cfg.engines.dtype, seed=seed)
+            engine = self.placement.build(settings, name)
+            policies[name] = Policy(name, engine, backend_factory(name, path, seed), loss_fn, num_mini_batches)
+        return policies
+
+    def _engine(self, model_path: str, name: str) -> PolicyEngine:
+        """A forward-only engine (the teacher, the reference policy)."""
+        return self.placement.build(EngineSettings(model_path=model_path, forward_only=True,
+                                                   dtype=self.cfg.engines.dtype), name)
+
+    def _build_teacher(self) -> tuple[TeacherScoring, Attributor | None]:
+        """Teacher scoring under RAS role conditions, and the PAC attribution route."""
+        builder = TeacherContextBuilder(self.workflow, self.tokenizer, self.run.teacher.max_context_length,
+                                        self.run.pac.reveal_reference)
+        kappa = self.cfg.algorithm.masopd.num_contrast_roles if self.spec.name == "masopd" else 0
+        scorer = EngineTeacherScorer(self._engine(self.run.teacher.model_path, "teacher"), self.pad_id)
+        scoring = TeacherScoring(builder, scorer, kappa, self.run.pac.enable)
+        if not self.run.pac.enable:
+            return scoring, None
+        judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
+        return scoring, Attributor(self.workflow, self.run.pac.attribution, judge, self.tokenizer)
 
     def fit(self) -> dict[str, float]:
         """Train until trainer.total_training_steps; returns the last step's metrics."""
