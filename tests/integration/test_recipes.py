@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from verl_masopd.config import compose_config
 from verl_masopd.trainer.config import validate_config
+from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +34,8 @@ BASELINES = {
 
 
 def recipe(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES}
+    # a local engine of this test process leaves torch.distributed's rendezvous variables behind
+    clean = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES + RENDEZVOUS_VARIABLES}
     return subprocess.run(["bash", str(ROOT / "recipes" / script), *args], env={**clean, **env}, cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
 

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
+
 pytestmark = pytest.mark.integration
 
 POINTER = "latest_checkpointed_iteration.txt"
-# A local engine in this test process sets torch.distributed's rendezvous variables; a child run
-# must pick its own.
-RENDEZVOUS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def _command(overrides: list[str], checkpoints: Path, teacher: str) -> list[str]:
@@ -40,7 +39,7 @@ def _shards(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
 def test_killed_run_resumes_to_the_same_parameters(trainer_overrides, tiny_model_path, tmp_path):
     overrides = trainer_overrides("math", "algorithm.adv_estimator=masopd", "trainer.save_freq=1",
                                   "trainer.total_training_steps=2")
-    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS}
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}  # a child run picks its own
 
     def command(checkpoints: Path) -> list[str]:
         # the tiny student as its own teacher keeps the test fast; RAS still moves the weights

@@ -34,6 +34,9 @@ from verl.workers.engine_workers import TrainingWorker
 from verl.workers.utils.losses import ppo_loss
 from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
+# torch.distributed's rendezvous variables; `PolicyEngine.local` sets them in this process's
+# environment, so a child process that starts engines of its own must not inherit them.
+RENDEZVOUS_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 MODEL_INPUT_KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
 
@@ -182,8 +185,7 @@ class PolicyEngine:
         """
         if settings.world_size != 1:
             raise ValueError(f"a local engine has one rank; EngineSettings.world_size={settings.world_size}")
-        for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1"),
-                           ("MASTER_ADDR", "127.0.0.1")):
+        for key, value in zip(RENDEZVOUS_VARIABLES[:-1], ("0", "0", "1", "1", "127.0.0.1"), strict=True):
             os.environ.setdefault(key, value)
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
         worker = EngineWorker(config=training_worker_config(settings))
