@@ -21,7 +21,7 @@ from pathlib import Path
 from data_prep.errors import DataError, Dropped
 from data_prep.records import Record, data_files, read_records
 from data_prep.schema import code_row
-from data_prep.source import Source, required_text, unique_tests, with_starter_code
+from data_prep.source import Source, json_field, required_text, unique_tests, with_starter_code
 from verl_masopd.workflows.problem import TestCase
 
 PROBLEM_FILES = ("question.txt", "input_output.json", "solutions.json", "metadata.json", "starter_code.py")
@@ -73,14 +73,8 @@ def _difficulty_and_url(fields: dict) -> tuple[str, str]:
 
 
 def _json_field(value, name: str):
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise Dropped(f"field {name!r} is not valid JSON") from None
+    """An optional JSON field: absent or empty is None."""
+    return None if value is None or value == "" else json_field(value, name)
 
 
 def _pairs(spec: dict) -> list[tuple]:

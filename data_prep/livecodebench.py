@@ -21,7 +21,7 @@ from pathlib import Path
 from data_prep.errors import Dropped
 from data_prep.records import Record, data_files, read_records
 from data_prep.schema import code_row
-from data_prep.source import Source, required_text, unique_tests, with_starter_code
+from data_prep.source import Source, json_field, required_text, unique_tests, with_starter_code
 from verl_masopd.workflows.problem import TestCase
 
 STDIN, FUNCTIONAL = "stdin", "functional"
@@ -35,10 +35,10 @@ def to_row(record: Record, split: str) -> dict:
     fields = record.fields
     uid = required_text(record, "question_id")
     content = required_text(record, "question_content")
-    metadata = _json(fields.get("metadata") or "{}", "metadata")
+    metadata = json_field(fields.get("metadata") or "{}", "metadata")
     if not isinstance(metadata, dict):
         raise Dropped("field 'metadata' is not a JSON object")
-    public = _json(fields.get("public_test_cases") or "[]", "public_test_cases")
+    public = json_field(fields.get("public_test_cases") or "[]", "public_test_cases")
     private = _private_tests(fields.get("private_test_cases") or "[]")
     if not isinstance(public, list) or not isinstance(private, list):
         raise Dropped("test cases are not a list")
@@ -100,15 +100,6 @@ def _private_tests(value) -> list:
     if not isinstance(value, str):
         raise Dropped("field 'private_test_cases' is not a string")
     return decode_private_tests(value)
-
-
-def _json(value, name: str):
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise Dropped(f"field {name!r} is not valid JSON") from None
 
 
 def _stdin_test(case: dict) -> TestCase:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,16 @@ def required_text(record: Record, name: str) -> str:
     if not value.strip():
         raise Dropped(f"field {name!r} is empty")
     return value
+
+
+def json_field(value, name: str):
+    """A JSON-encoded field decoded (values that are not strings pass through), or Dropped naming it."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise Dropped(f"field {name!r} is not valid JSON") from None
 
 
 def unique_tests(tests: list[TestCase]) -> list[TestCase]:

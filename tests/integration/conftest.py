@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
@@ -113,3 +114,24 @@ def scripted_backends(builtin_data):
         return lambda policy, path, seed: ScriptedMixBackend(path, seed, problems, domain)
 
     return factory_for
+
+
+def _hf_log_probs(model_path_or_model, batch) -> torch.Tensor:
+    """log p(response token | everything before it) from a plain transformers forward, 0 on padding."""
+    model = model_path_or_model
+    if isinstance(model, str):
+        model = AutoModelForCausalLM.from_pretrained(model, attn_implementation="sdpa")
+    tensors = batch.batch
+    width_p = tensors["prompts"].shape[1]
+    with torch.no_grad():
+        logits = model(input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"],
+                       position_ids=tensors["position_ids"]).logits.float()
+    log_probs = torch.log_softmax(logits[:, width_p - 1:-1], dim=-1)
+    picked = log_probs.gather(-1, tensors["responses"].unsqueeze(-1)).squeeze(-1)
+    return picked * tensors["response_mask"]
+
+
+@pytest.fixture(scope="session")
+def hf_log_probs():
+    """`hf_log_probs(model_or_path, batch)`: response log-probs [B, R] of a plain transformers forward."""
+    return _hf_log_probs

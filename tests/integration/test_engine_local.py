@@ -11,45 +11,31 @@ pytestmark = pytest.mark.integration
 PROMPT_LENGTHS, RESPONSE_LENGTHS = [6, 4, 5, 6], [3, 5, 4, 5]
 
 
-def hf_response_log_probs(model_path_or_model, batch) -> torch.Tensor:
-    """log p(response token | everything before it) from a plain transformers forward, 0 on padding."""
-    model = model_path_or_model
-    if isinstance(model, str):
-        model = AutoModelForCausalLM.from_pretrained(model, attn_implementation="sdpa")
-    tensors = batch.batch
-    width_p = tensors["prompts"].shape[1]
-    with torch.no_grad():
-        logits = model(input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"],
-                       position_ids=tensors["position_ids"]).logits.float()
-    log_probs = torch.log_softmax(logits[:, width_p - 1:-1], dim=-1)
-    picked = log_probs.gather(-1, tensors["responses"].unsqueeze(-1)).squeeze(-1)
-    return picked * tensors["response_mask"]
-
-
 @pytest.fixture(scope="module")
 def student(tiny_model_path):
     return PolicyEngine.local(EngineSettings(model_path=tiny_model_path, lr=1e-2, seed=0))
 
 
-def test_infer_batch_equals_transformers_forward(student, tiny_model_path, make_policy_batch):
+def test_infer_batch_equals_transformers_forward(hf_log_probs, student, tiny_model_path, make_policy_batch):
     batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=1)
     log_probs = student.infer_batch(batch)
     assert log_probs.shape == (4, 5)
     assert log_probs[0, 3:].abs().sum() == 0 and log_probs[2, 4] == 0
     assert (log_probs[batch.batch["response_mask"].bool()] < 0).all()
-    torch.testing.assert_close(log_probs, hf_response_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
+    torch.testing.assert_close(log_probs, hf_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
 
 
-def test_forward_only_engine_scores_like_transformers(tiny_teacher_path, make_policy_batch):
+def test_forward_only_engine_scores_like_transformers(hf_log_probs, tiny_teacher_path, make_policy_batch):
     teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
     batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=2)
-    torch.testing.assert_close(teacher.infer_batch(batch), hf_response_log_probs(tiny_teacher_path, batch),
+    torch.testing.assert_close(teacher.infer_batch(batch), hf_log_probs(tiny_teacher_path, batch),
                                atol=1e-4, rtol=0)
     with pytest.raises(RuntimeError, match="forward-only"):
         teacher.train_mini_batch(batch, policy_loss())
 
 
-def test_train_mini_batch_updates_weights_and_export(student, tiny_model_path, make_policy_batch, tmp_path):
+def test_train_mini_batch_updates_weights_and_export(hf_log_probs, student, tiny_model_path, make_policy_batch,
+                                                    tmp_path):
     batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=3)
     before = student.hf_state_dict()
     assert set(before) >= {"model.embed_tokens.weight", "model.norm.weight"}
@@ -67,7 +53,7 @@ def test_train_mini_batch_updates_weights_and_export(student, tiny_model_path, m
 
     exported = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="sdpa")
     exported.load_state_dict(after)
-    torch.testing.assert_close(student.infer_batch(batch), hf_response_log_probs(exported, batch),
+    torch.testing.assert_close(student.infer_batch(batch), hf_log_probs(exported, batch),
                                atol=1e-4, rtol=0)
 
     student.save_checkpoint(tmp_path / "ckpt", step=1)

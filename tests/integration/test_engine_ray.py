@@ -2,25 +2,13 @@
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
 
 pytestmark = pytest.mark.integration
 
 
-def hf_response_log_probs(model_path: str, batch) -> torch.Tensor:
-    model = AutoModelForCausalLM.from_pretrained(model_path, attn_implementation="sdpa")
-    tensors = batch.batch
-    width_p = tensors["prompts"].shape[1]
-    with torch.no_grad():
-        logits = model(input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"],
-                       position_ids=tensors["position_ids"]).logits.float()
-    picked = torch.log_softmax(logits[:, width_p - 1:-1], dim=-1).gather(-1, tensors["responses"].unsqueeze(-1))
-    return picked.squeeze(-1) * tensors["response_mask"]
-
-
-def test_student_and_teacher_worker_groups_share_a_cpu_pool(ray_local, tiny_model_path, tiny_teacher_path,
+def test_student_and_teacher_worker_groups_share_a_cpu_pool(hf_log_probs, ray_local, tiny_model_path, tiny_teacher_path,
                                                             make_policy_batch):
     from verl.single_controller.ray import RayResourcePool
 
@@ -31,8 +19,8 @@ def test_student_and_teacher_worker_groups_share_a_cpu_pool(ray_local, tiny_mode
     batch = make_policy_batch([5, 3, 4, 5], [4, 2, 4, 3], seed=4)
 
     student_log_probs = student.infer_batch(batch)
-    torch.testing.assert_close(student_log_probs, hf_response_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
-    torch.testing.assert_close(teacher.infer_batch(batch), hf_response_log_probs(tiny_teacher_path, batch),
+    torch.testing.assert_close(student_log_probs, hf_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
+    torch.testing.assert_close(teacher.infer_batch(batch), hf_log_probs(tiny_teacher_path, batch),
                                atol=1e-4, rtol=0)
 
     before = student.hf_state_dict()
