@@ -8,8 +8,8 @@ from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
 pytestmark = pytest.mark.integration
 
 
-def test_student_and_teacher_worker_groups_share_a_cpu_pool(hf_log_probs, ray_local, tiny_model_path, tiny_teacher_path,
-                                                            make_policy_batch):
+def test_student_and_teacher_worker_groups_share_a_cpu_pool(hf_log_probs, ray_local, tiny_model_path,
+                                                            tiny_teacher_path, make_policy_batch):
     from verl.single_controller.ray import RayResourcePool
 
     pool = RayResourcePool(process_on_nodes=[1], use_gpu=False, max_colocate_count=2)
