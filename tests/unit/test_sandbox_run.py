@@ -110,3 +110,12 @@ def test_cli_prints_one_json_object(tmp_path):
     )
     outcome = json.loads(completed.stdout)
     assert outcome["stdout"] == "cba\n" and outcome["ok"] is True and outcome["error"] is None
+
+
+def test_call_based_solution_with_future_import():
+    """A future statement still comes first after wrapping; line numbers still move by one."""
+    code = '"""Doc."""\nfrom __future__ import annotations\n\n\ndef add(a: List[int], b) -> int:\n    return a[0] / b\n'
+    ok = run_program(wrap_call_based(code, "add"), "[[6], 3]")
+    assert ok.ok and ok.stdout.strip() == "2.0", ok
+    failed = run_program(wrap_call_based(code, "add"), "[[6], 0]")
+    assert "line 7" in failed.stderr and "ZeroDivisionError" in failed.error, failed

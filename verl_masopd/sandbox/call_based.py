@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 # What LeetCode's and APPS' harnesses make available without an import, on ONE line so that a
 # solution's line numbers move by exactly one: the typing names (List, Optional, Dict, ...),
@@ -15,6 +16,10 @@ PRELUDE = (
     "from bisect import *; from collections import *; from functools import *; from heapq import *; "
     "from itertools import *\n"
 )
+
+# Future statements must precede every other statement: they move onto the prelude's line and
+# leave an empty line behind, so line numbers still move by exactly one.
+_FUTURE = re.compile(r"^from __future__ import [^\n]*$", re.MULTILINE)
 
 _ENTRY = """
 
@@ -37,4 +42,5 @@ def wrap_call_based(code: str, fn_name: str) -> str:
     """A program that runs PRELUDE and `code`, reads ONE JSON list of positional arguments from
     stdin, calls `fn_name` (method of `Solution()` if that class defines it, else the top-level
     function) and prints `json.dumps(result)`."""
-    return PRELUDE + code + _ENTRY.format(name=json.dumps(fn_name))
+    head = "; ".join([*_FUTURE.findall(code), PRELUDE.rstrip("\n")])
+    return f"{head}\n{_FUTURE.sub('', code)}{_ENTRY.format(name=json.dumps(fn_name))}"
