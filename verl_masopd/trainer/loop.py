@@ -58,9 +58,12 @@ from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.cure_inputs import cure_matrices
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
+from verl_masopd.trainer.generation_path import VLLM, select_generation_path
+from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.placement import EnginePlacement
 from verl_masopd.trainer.policy import Policy
 from verl_masopd.trainer.tracking import open_tracking
+from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +80,15 @@ def hf_backend(policy: str, model_path: str, seed: int) -> GenerationBackend:
 class Trainer:
     """Builds every part from the composed config (validated first) and runs `fit`.
 
-    `backend_factory(policy, model_path, seed)` makes each policy's generation backend
-    (default: the HF backend).
+    `backend_factory(policy, model_path, seed)` makes each policy's generation backend on the
+    hf generation path (default: the HF backend); on the vllm path (trainer/generation_path.py)
+    each policy is verl's hybrid actor with its own vLLM servers (trainer/hybrid_policy.py).
     """
 
     def __init__(self, cfg: DictConfig, backend_factory: BackendFactory = hf_backend):
         self.cfg = cfg
         self.run = validate_config(cfg)
+        self.generation = select_generation_path(cfg)
         self.spec = self.run.estimator
         self.workflow = self.run.make_workflow()
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
@@ -132,6 +137,10 @@ class Trainer:
             path, seed = self.run.policy_path(name), self.cfg.trainer.seed + i
             settings = EngineSettings(model_path=path, lr=actor.optim.lr, weight_decay=actor.optim.weight_decay,
                                       grad_clip=grad_clip, dtype=self.cfg.engines.dtype, seed=seed)
+            if self.generation == VLLM:
+                serving = plan_policy_serving(self.cfg, name, i, path)
+                policies[name] = build_vllm_policy(serving, settings, loss_fn, num_mini_batches)
+                continue
             engine = self.placement.build(settings, name)
             policies[name] = Policy(name, engine, backend_factory(name, path, seed), loss_fn, num_mini_batches)
         return policies

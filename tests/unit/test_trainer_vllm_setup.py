@@ -1,0 +1,86 @@
+"""The vllm generation path's start-up choice and each policy's config copy and names
+(shared/notes/verl-multi-policy-gpu.md, "Doing it once per policy")."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import ConfigError
+from verl_masopd.trainer.generation_path import HF, VLLM, select_generation_path
+from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
+
+BASE = ["students.path=/models/student", "data.train_files=/data/train.parquet"]
+
+
+def config(*overrides):
+    return compose_config(BASE + list(overrides))
+
+
+def test_cpu_runs_take_the_hf_backend_whatever_rollout_name_says():
+    assert select_generation_path(config("preset=cpu")) == HF
+    assert select_generation_path(config("actor_rollout_ref.rollout.name=hf")) == HF
+
+
+def test_vllm_on_this_machine_without_gpus_or_vllm_stops_naming_the_key():
+    with pytest.raises(ConfigError, match=r"actor_rollout_ref\.rollout\.name"):
+        select_generation_path(config())
+
+
+@pytest.mark.parametrize(("overrides", "gpus", "importable", "key"), [
+    ((), 0, True, r"actor_rollout_ref\.rollout\.name=vllm .* needs GPUs"),
+    ((), 2, False, r"actor_rollout_ref\.rollout\.name=vllm: the vllm package"),
+    (("engines.placement=local",), 2, True, r"engines\.placement=local"),
+    (("actor_rollout_ref.rollout.name=sglang",), 2, True, r"actor_rollout_ref\.rollout\.name: must be"),
+])
+def test_unrunnable_choices_stop(overrides, gpus, importable, key):
+    with pytest.raises(ConfigError, match=key):
+        select_generation_path(config(*overrides), gpus=gpus, vllm_importable=importable)
+
+
+def test_gpus_and_vllm_select_the_vllm_path():
+    assert select_generation_path(config(), gpus=1, vllm_importable=True) == VLLM
+
+
+def test_each_policy_gets_its_own_model_seeds_and_training_steps():
+    cfg = config("engines.gpus_per_engine=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+                 "actor_rollout_ref.rollout.seed=42", "trainer.total_training_steps=150")
+    coder = plan_policy_serving(cfg, "coder", 0, "/models/a")
+    tester = plan_policy_serving(cfg, "tester", 1, "/models/b")
+    assert (coder.replicas, tester.replicas) == (2, 2)
+    assert coder.seeds == (42, 43) and tester.seeds == (44, 45)
+    assert coder.config.actor_rollout_ref.model.path == "/models/a"
+    assert tester.config.actor_rollout_ref.model.path == "/models/b"
+    assert tester.config.actor_rollout_ref.actor.optim.total_training_steps == 150
+    assert tester.config.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
+    assert coder.gpus_per_node == (2,)
+    assert cfg.actor_rollout_ref.model.path == "/models/student", "the run config itself is not changed"
+    assert cfg.actor_rollout_ref.rollout.seed == 42
+    assert OmegaConf.select(coder.config, "algorithm.adv_estimator") == "masopd"
+
+
+def test_no_name_or_seed_collides_across_policies():
+    """The collisions table: server actors, pools, worker groups and vLLM seeds are all distinct,
+    and no policy takes verl's fixed server name."""
+    cfg = config("engines.gpus_per_engine=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+                 "trainer.n_gpus_per_node=8")
+    plans = [plan_policy_serving(cfg, name, i, "/m") for i, name in enumerate(["reasoner", "tool_user", "judge"])]
+    servers = [n for p in plans for n in p.server_names()]
+    seeds = [s for p in plans for s in p.seeds]
+    assert len(servers) == len(set(servers)) == 6
+    assert len(seeds) == len(set(seeds)) == 6
+    assert len({p.pool for p in plans}) == len({p.workers for p in plans}) == 3
+    assert "vllm_server_0_0" not in servers
+    assert plans[1].server_names() == ["vllm_tool_user_server_0_0", "vllm_tool_user_server_1_0"]
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    (("engines.gpus_per_engine=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"),
+     r"tensor_model_parallel_size"),
+    (("engines.gpus_per_engine=6", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+      "trainer.n_gpus_per_node=4"), r"trainer\.n_gpus_per_node"),
+])
+def test_gpu_counts_that_do_not_fit_replicas_stop(overrides, key):
+    with pytest.raises(ConfigError, match=key):
+        plan_policy_serving(config(*overrides), "coder", 0, "/m")

@@ -1,0 +1,120 @@
+"""A policy on GPUs: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
+
+Not yet run on a GPU: written from verl 0.9.1's code (shared/notes/verl-multi-policy-gpu.md);
+the driver logic is tested on CPU against stand-ins that keep verl's rules.
+
+Per policy (`build_vllm_policy`): a resource pool and worker group under the policy's names
+(trainer/vllm_policy_config.py), `init_model` (actor engine + vLLM `ServerAdapter` + checkpoint
+engine), verl's server manager launching the policy's vLLM replicas on those workers' GPUs
+under the policy's server prefix, verl's `CheckpointEngineManager` (naive backend), and the
+rollout manager's `VerlServerBackend` over the manager's client. A step keeps verl's
+synchronous order: generate → servers asleep → log-probs, update → `update_weights(step)`,
+which streams the new weights into the servers and wakes them.
+
+`HybridPolicyEngine` has `PolicyEngine`'s interface (infer_batch, train_mini_batch,
+hf_state_dict, save/load_checkpoint) over the worker's compute_log_prob, update_actor,
+hf_state_dict, save/load_checkpoint, and puts the policy's servers to sleep before the calls
+that need the GPU memory.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoTokenizer, GenerationConfig
+from verl.single_controller.base.decorator import Dispatch, register
+from verl.workers.engine_workers import ActorRolloutRefWorker
+
+from verl_masopd.rollout.vllm_backend import VerlServerBackend
+from verl_masopd.rollout.vllm_servers import ColocatedWeightSync, PolicyServerManager, with_server_prefix
+from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
+from verl_masopd.trainer.policy import Policy
+from verl_masopd.trainer.vllm_policy_config import PolicyServing
+
+WORKER_METHODS = {"infer_batch": "compute_log_prob", "train_mini_batch": "update_actor"}
+NEEDS_SERVERS_ASLEEP = frozenset({"infer_batch", "train_mini_batch", "load_checkpoint"})
+
+
+class PolicyActorRolloutWorker(ActorRolloutRefWorker):
+    """verl's hybrid worker whose vLLM adapter finds its servers under `server_prefix`, plus the
+    weight export of `EngineWorker`."""
+
+    def __init__(self, config, role: str, server_prefix: str, **kwargs):
+        super().__init__(config, role, **kwargs)
+        self.server_prefix = server_prefix
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self):
+        super().init_model()
+        self.rollout.__class__ = with_server_prefix(type(self.rollout), self.server_prefix)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def hf_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """Full HF-named weights on rank 0 (None elsewhere); a collective, every rank iterates."""
+        params, _ = self.actor.engine.get_per_tensor_param()
+        full = {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
+        return full if torch.distributed.get_rank() == 0 else None
+
+
+class HybridPolicyEngine(PolicyEngine):
+    """`PolicyEngine` over a `PolicyActorRolloutWorker` group whose servers `weight_sync` drives."""
+
+    def __init__(self, settings: EngineSettings, worker_group, weight_sync: ColocatedWeightSync):
+        super().__init__(settings, worker_group, remote=True)
+        self.weight_sync = weight_sync
+
+    def _call(self, method: str, *args, **kwargs):
+        if method in NEEDS_SERVERS_ASLEEP:
+            self.weight_sync.sleep_replicas()
+        result = getattr(self._worker, WORKER_METHODS.get(method, method))(*args, **kwargs)
+        return result[0] if isinstance(result, list) else result
+
+
+class HybridPolicy(Policy):
+    """A `Policy` whose weights reach its servers through verl's checkpoint engine, worker to
+    server, never through the driver."""
+
+    def sync(self, version: int) -> None:
+        self.backend.update_weights({}, version)
+
+
+def eos_ids_of(model_path: str) -> list[int]:
+    """The eos ids of the model's generation config and tokenizer."""
+    ids: list[int] = []
+    try:
+        configured = GenerationConfig.from_pretrained(model_path).eos_token_id
+    except OSError:
+        configured = None
+    tokenizer_eos = AutoTokenizer.from_pretrained(model_path).eos_token_id
+    for source in (configured, tokenizer_eos):
+        for i in source if isinstance(source, list | tuple) else [source]:
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn, num_mini_batches: int) -> HybridPolicy:
+    """Start one policy's hybrid workers and vLLM servers (Ray initialised, GPUs free for them);
+    the servers end up serving the engine's initial weights as version 0."""
+    import ray
+    from verl.checkpoint_engine.base import CheckpointEngineManager
+    from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+    from verl.utils.config import omega_conf_to_dataclass
+
+    config = serving.config
+    pool = RayResourcePool(process_on_nodes=list(serving.gpus_per_node), use_gpu=True, name_prefix=serving.pool,
+                           max_colocate_count=3)
+    worker_cls = RayClassWithInitArgs(cls=ray.remote(PolicyActorRolloutWorker), config=config.actor_rollout_ref,
+                                      role="actor_rollout", server_prefix=serving.server_prefix)
+    group = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=worker_cls, name_prefix=serving.workers,
+                           device_name=config.trainer.device)
+    group.init_model()
+    manager = PolicyServerManager.create(config, group, pool, server_prefix=serving.server_prefix)
+    checkpoint_config = omega_conf_to_dataclass(config.actor_rollout_ref.rollout.checkpoint_engine)
+    weight_sync = ColocatedWeightSync(CheckpointEngineManager(config=checkpoint_config, actor_wg=group,
+                                                              replicas=manager.get_replicas()))
+    backend = VerlServerBackend(manager.get_client(), eos_ids_of(settings.model_path), checkpoint_manager=weight_sync,
+                                name=serving.policy)
+    policy = HybridPolicy(serving.policy, HybridPolicyEngine(settings, group, weight_sync), backend, loss_fn,
+                          num_mini_batches)
+    policy.sync(0)
+    return policy

@@ -1,0 +1,111 @@
+"""Each policy's copy of the run config for verl's hybrid actor + vLLM servers, and its names.
+
+verl builds one actor; this project builds one per policy (shared/notes/verl-multi-policy-gpu.md).
+Every verl constructor takes its config, so each policy gets a copy of the whole run config in
+which `actor_rollout_ref` is its own:
+
+    model.path                    the policy's starting weights
+    rollout.seed                  s_i = rollout.seed + i · R   (policy index i, R replicas per policy)
+    actor.optim.total_training_steps = trainer.total_training_steps
+
+vLLM seeds replica r of a policy with r + rollout.seed, so replica r of policy i samples with
+rollout.seed + i·R + r: distinct over all (policy, replica) pairs.
+
+The names verl derives from fixed strings are kept apart by a per-policy prefix:
+
+    | what                        | verl's name                         | per policy                            |
+    |-----------------------------|-------------------------------------|---------------------------------------|
+    | resource pool (placement)   | random or given `name_prefix`       | `{policy}_pool`                       |
+    | worker actors               | random or given `name_prefix`       | `{policy}_actor_rollout`              |
+    | vLLM server actors          | `vllm_server_{replica}_{node}`      | `vllm_{policy}_server_{replica}_{node}` |
+    | weight-sync ipc socket      | `...-replica-{r}-rank-{l}.sock`     | same name: policies sync one at a time |
+    | checkpoint-engine group     | "default" (non-naive backends)      | the naive backend only                |
+
+The socket is created and removed within one policy's `update_weights` and the trainer syncs
+the policies one after another, so equal socket names never meet (the notes' cheaper
+alternative to offsetting replica ranks).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from verl_masopd.trainer.config import ConfigError
+
+
+@dataclass(frozen=True)
+class PolicyServing:
+    """One policy's verl setup: its config copy and the names that keep it apart from the others.
+
+    pool: the resource pool's `name_prefix`; workers: the worker group's `name_prefix`;
+    server_prefix: the vLLM server actors' prefix (`{server_prefix}server_{replica}_{node}`);
+    gpus_per_node: the pool's GPUs on each of its nodes; replicas: vLLM replicas of the policy.
+    """
+
+    policy: str
+    config: DictConfig
+    pool: str
+    workers: str
+    server_prefix: str
+    gpus_per_node: tuple[int, ...]
+    replicas: int
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The vLLM sampling seed of each replica (vLLM uses replica_rank + rollout.seed)."""
+        base = int(self.config.actor_rollout_ref.rollout.seed)
+        return tuple(base + r for r in range(self.replicas))
+
+    def server_names(self) -> list[str]:
+        """The Ray names of the policy's vLLM server actors (one per replica and node)."""
+        nodes = replica_nodes(self.config)
+        return [f"{self.server_prefix}server_{r}_{n}" for r in range(self.replicas) for n in range(nodes)]
+
+
+def rollout_world_size(cfg: DictConfig) -> int:
+    """GPUs of one vLLM replica: TP · DP · PP."""
+    rollout = cfg.actor_rollout_ref.rollout
+    return int(rollout.tensor_model_parallel_size * rollout.data_parallel_size * rollout.pipeline_model_parallel_size)
+
+
+def replica_nodes(cfg: DictConfig) -> int:
+    """Nodes one replica spans (verl's RolloutReplica: world size over GPUs per node)."""
+    world = rollout_world_size(cfg)
+    return world // min(int(cfg.actor_rollout_ref.rollout.n_gpus_per_node), world)
+
+
+def plan_policy_serving(cfg: DictConfig, policy: str, index: int, model_path: str) -> PolicyServing:
+    """The config copy and names of policy number `index` (0-based) starting from `model_path`."""
+    gpus = int(cfg.engines.gpus_per_engine)
+    world = rollout_world_size(cfg)
+    if gpus % world:
+        raise ConfigError(
+            f"engines.gpus_per_engine={gpus} is not a multiple of one vLLM replica's GPUs "
+            f"(actor_rollout_ref.rollout.tensor_model_parallel_size x data_parallel_size x "
+            f"pipeline_model_parallel_size = {world})"
+        )
+    per_node = min(gpus, int(cfg.trainer.n_gpus_per_node))
+    if gpus % per_node:
+        raise ConfigError(f"engines.gpus_per_engine={gpus} does not fill whole nodes of "
+                          f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node} GPUs")
+    replicas = gpus // world
+    config = copy.deepcopy(cfg)
+    OmegaConf.resolve(config)
+    section = config.actor_rollout_ref
+    with open_dict(section):
+        section.model.path = model_path
+        section.rollout.seed = int(cfg.actor_rollout_ref.rollout.seed) + index * replicas
+        section.actor.optim.total_training_steps = int(cfg.trainer.total_training_steps)
+        section.rollout.checkpoint_engine.backend = "naive"
+    return PolicyServing(
+        policy=policy,
+        config=config,
+        pool=f"{policy}_pool",
+        workers=f"{policy}_actor_rollout",
+        server_prefix=f"vllm_{policy}_",
+        gpus_per_node=(per_node,) * (gpus // per_node),
+        replicas=replicas,
+    )
