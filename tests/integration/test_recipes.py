@@ -77,6 +77,7 @@ def test_baseline_recipe_composes_its_estimator(name, tiny_model_path, tiny_teac
     assert (run.estimator.name, run.workflow.name, run.workflow.domain, run.workflow.horizon,
             run.workflow.policy_sharing, run.rollout.tree_sampling) == (estimator, workflow, domain, horizon, sharing,
                                                                        tree)
+    assert run.pac.enable == (name != "opd")  # plain role-conditioned OPD has no privileged block
     assert run.students.path == tiny_model_path
     assert run.teacher.model_path == tiny_teacher_path
     assert run.train_files == (builtin_data["code"],)
