@@ -46,3 +46,22 @@ def test_two_steps_train_every_policy(estimator, domain, extra, trainer_override
         assert moved, f"{estimator}: policy {name} did not change"
         served = policy.backend.inner.model.state_dict()
         assert all(torch.equal(served[k], weights[k]) for k in moved), f"{name}: backend not synced"
+
+
+def test_masopd_with_four_agents_and_model_attribution(trainer_overrides, scripted_backends):
+    """Two agents per role share their role's policy; the attribution model is asked once per
+    conflict turn and its unparsable verdicts fall back to the rules, counted."""
+    cfg = compose_config(trainer_overrides("math", "algorithm.adv_estimator=masopd", "trainer.save_freq=-1",
+                                           "workflow.agents_per_role=2", "pac.attribution=model"))
+    trainer = Trainer(cfg, backend_factory=scripted_backends("math"))
+    metrics = trainer.train_step()
+    trainer.close()
+
+    assert sorted(trainer.policies) == ["reasoner", "tool_user"]
+    assert metrics["rollout/episodes"] == 2
+    # every turn but an episode's last ended in a conflict: one model call each, for all four agents
+    conflicts = metrics["rollout/episodes"] * (metrics["rollout/mean_turns"] - 1)
+    assert metrics["teacher/attribution_model_calls"] == conflicts >= 1
+    # the untrained tiny teacher writes no parsable verdicts: every call falls back to the rules
+    assert metrics["teacher/attribution_fallbacks"] == conflicts
+    assert all(math.isfinite(metrics[f"{name}/actor/pg_loss"]) for name in trainer.policies)

@@ -284,7 +284,7 @@ class Trainer:
         out = {
             "rollout/accuracy": float(np.mean([r.judgement.correct for r in results])),
             "rollout/team_reward": float(np.mean([r.judgement.team for r in results])),
-            "rollout/turns": float(np.mean(turns)),
+            "rollout/mean_turns": float(np.mean(turns)),
             "rollout/agreement": float(np.mean(agreed)),
             "rollout/truncated_responses": float(batch.meta_info["truncated_responses"]),
             "rollout/failed_samples": float(batch.meta_info["failed_samples"]),
