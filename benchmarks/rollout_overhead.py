@@ -73,8 +73,10 @@ class InFlightClock:
 
 
 def math_problems(n: int) -> list[Problem]:
-    return [Problem(uid=f"sum-{i}", domain="math", statement=f"What is {i} + {i + 1}?", answer=str(2 * i + 1))
-            for i in range(n)]
+    return [
+        Problem(uid=f"sum-{i}", domain="math", statement=f"What is {i} + {i + 1}?", answer=str(2 * i + 1))
+        for i in range(n)
+    ]
 
 
 def standin_run(tokenizer, problems, group, horizon, latency_s, canned) -> dict:
@@ -86,23 +88,35 @@ def standin_run(tokenizer, problems, group, horizon, latency_s, canned) -> dict:
         wall = time.perf_counter() - start
     turns = sum(len(r.episode.turns) for r in results)
     rounds = max(len(r.episode.turns) for r in results)  # lockstep turns, each waiting latency_s once
-    return {"answers": canned, "latency_s": latency_s, "episodes": len(results), "episode_turns": turns, "wall_s": round(wall, 3),
-            "episodes_per_s": round(len(results) / wall, 2),
-            "overhead_ms_per_episode_turn": round(1000 * (wall - rounds * latency_s) / turns, 3)}
+    return {
+        "answers": canned,
+        "latency_s": latency_s,
+        "episodes": len(results),
+        "episode_turns": turns,
+        "wall_s": round(wall, 3),
+        "episodes_per_s": round(len(results) / wall, 2),
+        "overhead_ms_per_episode_turn": round(1000 * (wall - rounds * latency_s) / turns, 3),
+    }
 
 
 def hf_run(model_path, problems, group, horizon, max_new_tokens) -> dict:
     workflow = make_workflow("mas", "math", horizon=horizon)
     clock = InFlightClock(HFBackend(model_path))
     sampling = SamplingParams(temperature=1.0, max_new_tokens=max_new_tokens)
-    with RolloutManager(workflow, {role: clock for role in workflow.roles}, clock.backend.tokenizer,
-                        sampling=sampling) as manager:
+    with RolloutManager(
+        workflow, {role: clock for role in workflow.roles}, clock.backend.tokenizer, sampling=sampling
+    ) as manager:
         start = time.perf_counter()
         results = asyncio.run(manager.run(problems, group_size=group))
         wall = time.perf_counter() - start
-    return {"episodes": len(results), "turns": sum(len(r.episode.turns) for r in results),
-            "max_new_tokens": max_new_tokens, "wall_s": round(wall, 3), "generation_s": round(clock.busy_s, 3),
-            "share_outside_generation": round(1 - clock.busy_s / wall, 4)}
+    return {
+        "episodes": len(results),
+        "turns": sum(len(r.episode.turns) for r in results),
+        "max_new_tokens": max_new_tokens,
+        "wall_s": round(wall, 3),
+        "generation_s": round(clock.busy_s, 3),
+        "share_outside_generation": round(1 - clock.busy_s / wall, 4),
+    }
 
 
 def main() -> None:
@@ -116,12 +130,18 @@ def main() -> None:
     model_path = cached_model(cache, size="tiny", seed=0)
     hf = HFBackend(model_path)
     problems = math_problems(args.problems)
-    standin = [standin_run(hf.tokenizer, problems, args.group, args.horizon, latency, canned)
-               for canned in CANNED for latency in (0.0, 0.05)]
+    standin = [
+        standin_run(hf.tokenizer, problems, args.group, args.horizon, latency, canned)
+        for canned in CANNED
+        for latency in (0.0, 0.05)
+    ]
     real = hf_run(model_path, problems, args.group, args.horizon, args.max_new_tokens)
     report = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1m": round(os.getloadavg()[0], 2)},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        },
         "settings": vars(args),
         "standin_generator": standin,
         "hf_tiny_model": real,

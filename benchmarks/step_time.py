@@ -86,25 +86,57 @@ def main() -> None:
     student = cached_model(models, size="tiny", seed=0)
     teacher = cached_model(models, size="small", seed=1)
     data = work / f"{args.domain}.parquet"
-    subprocess.run([sys.executable, "-m", "data_prep", "builtin", "--domain", args.domain, "--output", str(data),
-                    "--n", str(args.problems)], check=True, capture_output=True)
-    common = ["preset=cpu", "engines.placement=local", f"workflow.domain={args.domain}",
-              f"students.path={student}", f"teacher.model_path={teacher}", f"data.train_files=[{data}]",
-              f"trainer.seed={args.seed}", "trainer.logger=[console]", "trainer.save_freq=-1"]
-    times = step_times({e: [*common, f"algorithm.adv_estimator={e}", f"trainer.default_local_dir={work / e}"]
-                        for e in ESTIMATORS}, args.steps)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "data_prep",
+            "builtin",
+            "--domain",
+            args.domain,
+            "--output",
+            str(data),
+            "--n",
+            str(args.problems),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    common = [
+        "preset=cpu",
+        "engines.placement=local",
+        f"workflow.domain={args.domain}",
+        f"students.path={student}",
+        f"teacher.model_path={teacher}",
+        f"data.train_files=[{data}]",
+        f"trainer.seed={args.seed}",
+        "trainer.logger=[console]",
+        "trainer.save_freq=-1",
+    ]
+    times = step_times(
+        {e: [*common, f"algorithm.adv_estimator={e}", f"trainer.default_local_dir={work / e}"] for e in ESTIMATORS},
+        args.steps,
+    )
     ratio = ratios(times)
     cfg = compose_config(common)
     setup = {
-        "domain": args.domain, "problems_per_step": cfg.data.train_batch_size, "group_size": cfg.rollout.group_size,
-        "horizon": cfg.workflow.horizon, "max_response_tokens": cfg.data.max_response_length,
-        "student": "tiny (0.9M parameters)", "teacher": "small (9.6M parameters)", "placement": "local",
-        "warmup_steps": 1, "measured_steps": args.steps, "seed": args.seed,
-        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+        "domain": args.domain,
+        "problems_per_step": cfg.data.train_batch_size,
+        "group_size": cfg.rollout.group_size,
+        "horizon": cfg.workflow.horizon,
+        "max_response_tokens": cfg.data.max_response_length,
+        "student": "tiny (0.9M parameters)",
+        "teacher": "small (9.6M parameters)",
+        "placement": "local",
+        "warmup_steps": 1,
+        "measured_steps": args.steps,
+        "seed": args.seed,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, indent=2)
-                       + "\n")
+    RESULTS.write_text(json.dumps({"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, indent=2) + "\n")
     print(table(times, ratio))
     print(f"wrote {RESULTS}")
 

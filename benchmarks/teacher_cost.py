@@ -43,11 +43,14 @@ def recorded_episodes(workflow: MathWorkflow, count: int) -> dict:
     """Two turns each: a conflict (reasoners wrong, tool users right), then agreement."""
     episodes = {}
     for k in range(count):
-        episode = workflow.reset(Problem(uid=f"p{k}", domain="math", statement=f"What is {k} times 7 plus 3?",
-                                         answer=str(7 * k + 3)))
+        episode = workflow.reset(
+            Problem(uid=f"p{k}", domain="math", statement=f"What is {k} times 7 plus 3?", answer=str(7 * k + 3))
+        )
         for index, (text, ok) in enumerate(((f"#### {7 * k}", False), (f"#### {7 * k + 3}", True))):
-            actions = {a.name: Action(a, text if a.role == "reasoner" else f"```python\nprint({7 * k + 3})\n```")
-                       for a in workflow.agents}
+            actions = {
+                a.name: Action(a, text if a.role == "reasoner" else f"```python\nprint({7 * k + 3})\n```")
+                for a in workflow.agents
+            }
             verifier = {"agents": {a.name: {"verdict": ok if a.role == "reasoner" else True} for a in workflow.agents}}
             episode.turns.append(Turn(index, actions, f"The answers {'agree' if ok else 'disagree'}.", ok, verifier))
         episode.done = True
@@ -66,15 +69,29 @@ def policy_batches(workflow: MathWorkflow, episodes: dict, response_len: int, vo
     generator = torch.Generator().manual_seed(seed)
     batches = []
     for role in workflow.roles:
-        rows = [(eid, t, a) for eid, ep in episodes.items() for t in range(len(ep.turns)) for a in ep.agents if a.role == role]
+        rows = [
+            (eid, t, a)
+            for eid, ep in episodes.items()
+            for t in range(len(ep.turns))
+            for a in ep.agents
+            if a.role == role
+        ]
         n = len(rows)
-        batches.append(DataProto.from_dict(
-            tensors={"responses": torch.randint(3, vocab, (n, response_len), generator=generator),
-                     "response_mask": torch.ones(n, response_len),
-                     "rollout_log_probs": -torch.rand(n, response_len, generator=generator)},
-            non_tensors={"episode_id": column([r[0] for r in rows]), "turn": column([r[1] for r in rows]),
-                         "agent": column([r[2].name for r in rows]), "role": column([role] * n)},
-        ))
+        batches.append(
+            DataProto.from_dict(
+                tensors={
+                    "responses": torch.randint(3, vocab, (n, response_len), generator=generator),
+                    "response_mask": torch.ones(n, response_len),
+                    "rollout_log_probs": -torch.rand(n, response_len, generator=generator),
+                },
+                non_tensors={
+                    "episode_id": column([r[0] for r in rows]),
+                    "turn": column([r[1] for r in rows]),
+                    "agent": column([r[2].name for r in rows]),
+                    "role": column([role] * n),
+                },
+            )
+        )
     return batches
 
 
@@ -88,9 +105,13 @@ async def measure(scoring: TeacherScoring, batches, episodes, attributions, repe
     responses = sum(s["responses"] for s in stats)
     tokens = sum(s["teacher_tokens"] for s in stats)
     shared = sum(s["shared_prefix_tokens"] for s in stats)
-    return {"responses_per_step": responses, "teacher_tokens_per_response": tokens / responses,
-            "shared_prefix_tokens_per_response": shared / responses,
-            "scoring_seconds_per_step": statistics.median(seconds), "passes": stats[0]["passes"]}
+    return {
+        "responses_per_step": responses,
+        "teacher_tokens_per_response": tokens / responses,
+        "shared_prefix_tokens_per_response": shared / responses,
+        "scoring_seconds_per_step": statistics.median(seconds),
+        "passes": stats[0]["passes"],
+    }
 
 
 async def main(args) -> dict:
@@ -99,8 +120,14 @@ async def main(args) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(teacher_path)
     engine = PolicyEngine.local(EngineSettings(model_path=teacher_path, forward_only=True))
     scorer = EngineTeacherScorer(engine, pad_id=tokenizer.pad_token_id)
-    result = {"teacher": "tiny small (~10M params, Qwen3 architecture)", "device": "cpu",
-              "episodes": args.episodes, "response_len": args.response_len, "repeats": args.repeats, "by_agents_per_role": {}}
+    result = {
+        "teacher": "tiny small (~10M params, Qwen3 architecture)",
+        "device": "cpu",
+        "episodes": args.episodes,
+        "response_len": args.response_len,
+        "repeats": args.repeats,
+        "by_agents_per_role": {},
+    }
     for n in (1, 2):
         workflow = MathWorkflow(agents_per_role=n)
         episodes = recorded_episodes(workflow, args.episodes)
@@ -108,8 +135,12 @@ async def main(args) -> dict:
         batches = policy_batches(workflow, episodes, args.response_len, len(tokenizer), seed=n)
         builder = TeacherContextBuilder(workflow, tokenizer, max_length=4096)
         await TeacherScoring(builder, scorer, num_contrast_roles=1).score(batches[0], episodes, attributions)  # warm-up
-        opd = await measure(TeacherScoring(builder, scorer, num_contrast_roles=0), batches, episodes, attributions, args.repeats)
-        masopd = await measure(TeacherScoring(builder, scorer, num_contrast_roles=1), batches, episodes, attributions, args.repeats)
+        opd = await measure(
+            TeacherScoring(builder, scorer, num_contrast_roles=0), batches, episodes, attributions, args.repeats
+        )
+        masopd = await measure(
+            TeacherScoring(builder, scorer, num_contrast_roles=1), batches, episodes, attributions, args.repeats
+        )
         cached_tokens = masopd["teacher_tokens_per_response"] - masopd["shared_prefix_tokens_per_response"]
         result["by_agents_per_role"][n] = {
             "opd": opd,

@@ -1,8 +1,8 @@
 """Command line: convert a dataset, check reference solutions, or write a built-in dataset.
 
-  python -m data_prep DATASET --input PATH --output OUT.parquet [--split SPLIT] [--limit N]
-  python -m data_prep check-solutions FILE.parquet [--limit N] [--timeout S] [--workers W]
-  python -m data_prep builtin --domain code|math --output OUT.parquet [--n N]
+python -m data_prep DATASET --input PATH --output OUT.parquet [--split SPLIT] [--limit N]
+python -m data_prep check-solutions FILE.parquet [--limit N] [--timeout S] [--workers W]
+python -m data_prep builtin --domain code|math --output OUT.parquet [--n N]
 """
 
 from __future__ import annotations

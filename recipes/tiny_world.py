@@ -54,8 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     exports = {name: build() for name, build in builders.items() if not os.environ.get(name)}
     if not (os.environ.get("TRAIN_FILES") and os.environ.get("VAL_FILES")):
         train_file, heldout_file = ensure_data(cache / "data", args.domain, args.train, args.heldout)
-        exports.update({name: str(path) for name, path in (("TRAIN_FILES", train_file), ("VAL_FILES", heldout_file))
-                        if not os.environ.get(name)})
+        exports.update(
+            {
+                name: str(path)
+                for name, path in (("TRAIN_FILES", train_file), ("VAL_FILES", heldout_file))
+                if not os.environ.get(name)
+            }
+        )
     for name, value in exports.items():
         print(f"export {name}={shlex.quote(value)}")
 

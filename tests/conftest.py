@@ -55,8 +55,9 @@ def ray_local():
         num_cpus=2,
         include_dashboard=False,
         _temp_dir=temp_dir,
-        runtime_env={"env_vars": {"VERL_PLATFORM": "cpu", "RAY_AUTH_MODE": "disabled",
-                                  "TOKENIZERS_PARALLELISM": "false"}},
+        runtime_env={
+            "env_vars": {"VERL_PLATFORM": "cpu", "RAY_AUTH_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+        },
         logging_level="WARNING",
     )
     yield ray
@@ -75,16 +76,18 @@ def _policy_batch(vocab_size: int, prompt_lengths: list[int], response_lengths: 
     prompts = torch.randint(3, vocab_size, (rows, width_p), generator=generator) * prompt_mask
     responses = torch.randint(3, vocab_size, (rows, width_r), generator=generator) * response_mask
     attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-    return DataProto.from_dict({
-        "prompts": prompts,
-        "responses": responses,
-        "input_ids": torch.cat([prompts, responses], dim=1),
-        "attention_mask": attention_mask,
-        "position_ids": (attention_mask.cumsum(dim=1) - 1).clamp(min=0),
-        "response_mask": response_mask.float(),
-        "advantages": torch.randn(rows, width_r, generator=generator) * response_mask,
-        "rollout_log_probs": torch.zeros(rows, width_r),
-    })
+    return DataProto.from_dict(
+        {
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": torch.cat([prompts, responses], dim=1),
+            "attention_mask": attention_mask,
+            "position_ids": (attention_mask.cumsum(dim=1) - 1).clamp(min=0),
+            "response_mask": response_mask.float(),
+            "advantages": torch.randn(rows, width_r, generator=generator) * response_mask,
+            "rollout_log_probs": torch.zeros(rows, width_r),
+        }
+    )
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,8 @@ _CORPUS = [
     "You are the tester. Write test cases with input and expected output for the program below.",
     "You are the reasoner. Think about the problem and explain the solution to the tool user.",
     "def solve():\n    n = int(input())\n    values = list(map(int, input().split()))\n    print(sum(values))\n",
-    "import sys\n\ndef main():\n    data = sys.stdin.read().split()\n    return len(data)\n\nif __name__ == '__main__':\n    main()\n",
+    "import sys\n\ndef main():\n    data = sys.stdin.read().split()\n    return len(data)\n\n"
+    "if __name__ == '__main__':\n    main()\n",
     "for i in range(n):\n    if x[i] > 0:\n        total += x[i]\n    else:\n        count -= 1\nreturn total\n",
     "```python\nprint('hello world')\n```\n```output\nhello world\n```",
     "The answer is 42. Therefore x = 3, y = 4 and x^2 + y^2 = 25, so the distance is 5.",
@@ -62,11 +63,23 @@ _CORPUS = [
 
 SIZES = {
     # about 0.9M parameters
-    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=32),
+    "tiny": dict(
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+    ),
     # about 9.7M parameters
-    "small": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=12, num_attention_heads=8,
-                  num_key_value_heads=4, head_dim=32),
+    "small": dict(
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=32,
+    ),
 }
 
 

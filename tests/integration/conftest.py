@@ -25,8 +25,11 @@ def builtin_data(tmp_path_factory) -> dict[str, str]:
     paths = {}
     for domain in ("math", "code"):
         paths[domain] = str(folder / f"{domain}.parquet")
-        subprocess.run([sys.executable, "-m", "data_prep", "builtin", "--domain", domain, "--output", paths[domain],
-                        "--n", "8"], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "data_prep", "builtin", "--domain", domain, "--output", paths[domain], "--n", "8"],
+            check=True,
+            capture_output=True,
+        )
     return paths
 
 
@@ -88,7 +91,7 @@ class ScriptedMixBackend:
         ids = self.tokenizer.encode(_answer(problem, role), add_special_tokens=False)
         ids = ids + [self.tokenizer.eos_token_id]
         with torch.no_grad():
-            logits = self.inner.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
+            logits = self.inner.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1].float()
         log_probs = logits.log_softmax(-1).gather(-1, torch.tensor(ids).unsqueeze(-1)).squeeze(-1)
         return Generation(ids, log_probs.tolist(), STOP)
 
@@ -124,9 +127,12 @@ def _hf_log_probs(model_path_or_model, batch) -> torch.Tensor:
     tensors = batch.batch
     width_p = tensors["prompts"].shape[1]
     with torch.no_grad():
-        logits = model(input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"],
-                       position_ids=tensors["position_ids"]).logits.float()
-    log_probs = torch.log_softmax(logits[:, width_p - 1:-1], dim=-1)
+        logits = model(
+            input_ids=tensors["input_ids"],
+            attention_mask=tensors["attention_mask"],
+            position_ids=tensors["position_ids"],
+        ).logits.float()
+    log_probs = torch.log_softmax(logits[:, width_p - 1 : -1], dim=-1)
     picked = log_probs.gather(-1, tensors["responses"].unsqueeze(-1)).squeeze(-1)
     return picked * tensors["response_mask"]
 

@@ -28,14 +28,14 @@ def test_infer_batch_equals_transformers_forward(hf_log_probs, student, tiny_mod
 def test_forward_only_engine_scores_like_transformers(hf_log_probs, tiny_teacher_path, make_policy_batch):
     teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
     batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=2)
-    torch.testing.assert_close(teacher.infer_batch(batch), hf_log_probs(tiny_teacher_path, batch),
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(teacher.infer_batch(batch), hf_log_probs(tiny_teacher_path, batch), atol=1e-4, rtol=0)
     with pytest.raises(RuntimeError, match="forward-only"):
         teacher.train_mini_batch(batch, policy_loss())
 
 
-def test_train_mini_batch_updates_weights_and_export(hf_log_probs, student, tiny_model_path, make_policy_batch,
-                                                    tmp_path):
+def test_train_mini_batch_updates_weights_and_export(
+    hf_log_probs, student, tiny_model_path, make_policy_batch, tmp_path
+):
     batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=3)
     before = student.hf_state_dict()
     assert set(before) >= {"model.embed_tokens.weight", "model.norm.weight"}
@@ -53,8 +53,7 @@ def test_train_mini_batch_updates_weights_and_export(hf_log_probs, student, tiny
 
     exported = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="sdpa")
     exported.load_state_dict(after)
-    torch.testing.assert_close(student.infer_batch(batch), hf_log_probs(exported, batch),
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(student.infer_batch(batch), hf_log_probs(exported, batch), atol=1e-4, rtol=0)
 
     student.save_checkpoint(tmp_path / "ckpt", step=1)
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt" / "huggingface")

@@ -17,8 +17,16 @@ from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPE_VARIABLES = ("STUDENT_MODEL", "TEACHER_MODEL", "TRAIN_FILES", "VAL_FILES", "MASOPD_CPU", "MASOPD_CACHE",
-                    "PYTHON", "DOMAIN")
+RECIPE_VARIABLES = (
+    "STUDENT_MODEL",
+    "TEACHER_MODEL",
+    "TRAIN_FILES",
+    "VAL_FILES",
+    "MASOPD_CPU",
+    "MASOPD_CACHE",
+    "PYTHON",
+    "DOMAIN",
+)
 
 # recipe -> (estimator, workflow name, domain, horizon, policy sharing, tree sampling)
 BASELINES = {
@@ -36,8 +44,14 @@ BASELINES = {
 def recipe(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     # a local engine of this test process leaves torch.distributed's rendezvous variables behind
     clean = {k: v for k, v in os.environ.items() if k not in RECIPE_VARIABLES + RENDEZVOUS_VARIABLES}
-    return subprocess.run(["bash", str(ROOT / "recipes" / script), *args], env={**clean, **env}, cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        ["bash", str(ROOT / "recipes" / script), *args],
+        env={**clean, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_unset_student_model_is_named():
@@ -64,9 +78,15 @@ def test_baseline_recipe_composes_its_estimator(name, tiny_model_path, tiny_teac
     interpreter = tmp_path / "capture"
     interpreter.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {captured}\n")
     interpreter.chmod(0o755)
-    result = recipe(f"baselines/{name}.sh", "data.train_batch_size=8", PYTHON=str(interpreter),
-                    STUDENT_MODEL=tiny_model_path, TEACHER_MODEL=tiny_teacher_path,
-                    TRAIN_FILES=builtin_data["code"], VAL_FILES=builtin_data["math"])
+    result = recipe(
+        f"baselines/{name}.sh",
+        "data.train_batch_size=8",
+        PYTHON=str(interpreter),
+        STUDENT_MODEL=tiny_model_path,
+        TEACHER_MODEL=tiny_teacher_path,
+        TRAIN_FILES=builtin_data["code"],
+        VAL_FILES=builtin_data["math"],
+    )
     assert result.returncode == 0, result.stderr
     argv = captured.read_text().splitlines()
     assert argv[:2] == ["-m", "verl_masopd.train"]
@@ -74,9 +94,14 @@ def test_baseline_recipe_composes_its_estimator(name, tiny_model_path, tiny_teac
     cfg = compose_config(argv[2:])
     run = validate_config(cfg)
     estimator, workflow, domain, horizon, sharing, tree = BASELINES[name]
-    assert (run.estimator.name, run.workflow.name, run.workflow.domain, run.workflow.horizon,
-            run.workflow.policy_sharing, run.rollout.tree_sampling) == (estimator, workflow, domain, horizon, sharing,
-                                                                       tree)
+    assert (
+        run.estimator.name,
+        run.workflow.name,
+        run.workflow.domain,
+        run.workflow.horizon,
+        run.workflow.policy_sharing,
+        run.rollout.tree_sampling,
+    ) == (estimator, workflow, domain, horizon, sharing, tree)
     assert run.pac.enable == (name != "opd")  # plain role-conditioned OPD has no privileged block
     assert run.students.path == tiny_model_path
     assert run.teacher.model_path == tiny_teacher_path
@@ -91,9 +116,17 @@ def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
     (16 training problems, 8 held out) and one MAS-OPD step changes both policies."""
     cache, checkpoints = tmp_path / "cache", tmp_path / "checkpoints"
     result = recipe(
-        "masopd_math.sh", "trainer.total_training_steps=1", "workflow.horizon=1", "data.max_response_length=16",
-        f"trainer.default_local_dir={checkpoints}", "trainer.logger=[console]", f"hydra.run.dir={tmp_path / 'hydra'}",
-        MASOPD_CPU="1", MASOPD_CACHE=str(cache), STUDENT_MODEL=tiny_model_path, TEACHER_MODEL=tiny_teacher_path,
+        "masopd_math.sh",
+        "trainer.total_training_steps=1",
+        "workflow.horizon=1",
+        "data.max_response_length=16",
+        f"trainer.default_local_dir={checkpoints}",
+        "trainer.logger=[console]",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        MASOPD_CPU="1",
+        MASOPD_CACHE=str(cache),
+        STUDENT_MODEL=tiny_model_path,
+        TEACHER_MODEL=tiny_teacher_path,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 

@@ -20,14 +20,16 @@ def backend(tiny_model_path):
 
 
 def prompts(tokenizer):
-    return [encode_messages(tokenizer, [{"role": "user", "content": text}])
-            for text in ("hi", "what is the sum of the first 10 integers?")]
+    return [
+        encode_messages(tokenizer, [{"role": "user", "content": text}])
+        for text in ("hi", "what is the sum of the first 10 integers?")
+    ]
 
 
 def forward_log_probs(model, prompt, response, temperature):
     ids = torch.tensor([prompt + response])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1: -1].float() / temperature
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / temperature
     return logits.log_softmax(-1).gather(-1, torch.tensor(response).unsqueeze(-1)).squeeze(-1)
 
 
@@ -45,7 +47,7 @@ async def test_top_k_filtered_log_probs_renormalise_over_kept_tokens(backend):
     [g] = await backend.generate([p], SamplingParams(temperature=1.0, top_k=5, max_new_tokens=6))
     ids = torch.tensor([p + g.token_ids])
     with torch.no_grad():
-        logits = backend.model(ids).logits[0, len(p) - 1: -1].float()
+        logits = backend.model(ids).logits[0, len(p) - 1 : -1].float()
     top = logits.topk(5, dim=-1)
     for k, token in enumerate(g.token_ids):
         kept = dict(zip(top.indices[k].tolist(), top.values[k].log_softmax(-1).tolist(), strict=True))

@@ -26,10 +26,13 @@ async def test_engine_scores_equal_transformers_forward(tiny_teacher_path, tiny_
     teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
     scorer = EngineTeacherScorer(teacher, pad_id=tiny_tokenizer.pad_token_id)
     short = encode_messages(tiny_tokenizer, [{"role": "user", "content": "What is 6 times 7?"}])
-    long = encode_messages(tiny_tokenizer, [
-        {"role": "system", "content": "You are the tester. Write test cases with input and expected output."},
-        {"role": "user", "content": "Problem: sum the values.\n\n[Privileged feedback] The coder should revise."},
-    ])
+    long = encode_messages(
+        tiny_tokenizer,
+        [
+            {"role": "system", "content": "You are the tester. Write test cases with input and expected output."},
+            {"role": "user", "content": "Problem: sum the values.\n\n[Privileged feedback] The coder should revise."},
+        ],
+    )
     response = tiny_tokenizer.encode("The answer is 42.", add_special_tokens=False)
     requests = [ScoreRequest(short, response), ScoreRequest(long, response), ScoreRequest(long, response[:3])]
     assert len(long) > len(short) + 10

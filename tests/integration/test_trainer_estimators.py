@@ -26,8 +26,9 @@ CASES = [
 
 @pytest.mark.parametrize(("estimator", "domain", "extra"), CASES, ids=[c[0] for c in CASES])
 def test_two_steps_train_every_policy(estimator, domain, extra, trainer_overrides, scripted_backends, tiny_model_path):
-    cfg = compose_config(trainer_overrides(domain, f"algorithm.adv_estimator={estimator}", "trainer.save_freq=-1",
-                                           *extra))
+    cfg = compose_config(
+        trainer_overrides(domain, f"algorithm.adv_estimator={estimator}", "trainer.save_freq=-1", *extra)
+    )
     trainer = Trainer(cfg, backend_factory=scripted_backends(domain))
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
 
@@ -51,8 +52,15 @@ def test_two_steps_train_every_policy(estimator, domain, extra, trainer_override
 def test_masopd_with_four_agents_and_model_attribution(trainer_overrides, scripted_backends):
     """Two agents per role share their role's policy; the attribution model is asked once per
     conflict turn and its unparsable verdicts fall back to the rules, counted."""
-    cfg = compose_config(trainer_overrides("math", "algorithm.adv_estimator=masopd", "trainer.save_freq=-1",
-                                           "workflow.agents_per_role=2", "pac.attribution=model"))
+    cfg = compose_config(
+        trainer_overrides(
+            "math",
+            "algorithm.adv_estimator=masopd",
+            "trainer.save_freq=-1",
+            "workflow.agents_per_role=2",
+            "pac.attribution=model",
+        )
+    )
     trainer = Trainer(cfg, backend_factory=scripted_backends("math"))
     metrics = trainer.train_step()
     trainer.close()

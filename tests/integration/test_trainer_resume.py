@@ -21,8 +21,14 @@ POINTER = "latest_checkpointed_iteration.txt"
 def _command(overrides: list[str], checkpoints: Path, teacher: str) -> list[str]:
     replaced = ("trainer.default_local_dir=", "teacher.model_path=")
     kept = [o for o in overrides if not o.startswith(replaced)]
-    return [sys.executable, "-m", "verl_masopd.train", *kept, f"trainer.default_local_dir={checkpoints}",
-            f"teacher.model_path={teacher}"]
+    return [
+        sys.executable,
+        "-m",
+        "verl_masopd.train",
+        *kept,
+        f"trainer.default_local_dir={checkpoints}",
+        f"teacher.model_path={teacher}",
+    ]
 
 
 def _shards(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
@@ -31,14 +37,16 @@ def _shards(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
     weights = {}
     for shard in sorted(folder.glob("policy_*/model_world_size_1_rank_0.pt")):
         state = torch.load(shard, weights_only=False)
-        weights.update({f"{shard.parent.name}/{k}": v.full_tensor() if hasattr(v, "full_tensor") else v
-                        for k, v in state.items()})
+        weights.update(
+            {f"{shard.parent.name}/{k}": v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in state.items()}
+        )
     return weights
 
 
 def test_killed_run_resumes_to_the_same_parameters(trainer_overrides, tiny_model_path, tmp_path):
-    overrides = trainer_overrides("math", "algorithm.adv_estimator=masopd", "trainer.save_freq=1",
-                                  "trainer.total_training_steps=2")
+    overrides = trainer_overrides(
+        "math", "algorithm.adv_estimator=masopd", "trainer.save_freq=1", "trainer.total_training_steps=2"
+    )
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}  # a child run picks its own
 
     def command(checkpoints: Path) -> list[str]:
@@ -49,8 +57,9 @@ def test_killed_run_resumes_to_the_same_parameters(trainer_overrides, tiny_model
     subprocess.run(command(straight), cwd=tmp_path, env=env, check=True, capture_output=True)
 
     killed = tmp_path / "killed"
-    process = subprocess.Popen(command(killed), cwd=tmp_path, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command(killed), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 600
     while not ((killed / POINTER).is_file() and (killed / POINTER).read_text().strip() == "1"):
         assert process.poll() is None, "the run ended before its first checkpoint"

@@ -9,13 +9,19 @@ from verl_masopd.trainer.loop import Trainer
 pytestmark = pytest.mark.integration
 
 
-def test_fit_validates_logs_and_checkpoints(trainer_overrides, scripted_backends, builtin_data, tmp_path,
-                                            monkeypatch):
+def test_fit_validates_logs_and_checkpoints(trainer_overrides, scripted_backends, builtin_data, tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "tensorboard"))
-    cfg = compose_config(trainer_overrides(
-        "code", "algorithm.adv_estimator=grpo", f"data.val_files=[{builtin_data['code']}]", "trainer.test_freq=1",
-        "trainer.total_training_steps=1", "trainer.logger=[console,tensorboard]", "workflow.horizon=1",
-    ))
+    cfg = compose_config(
+        trainer_overrides(
+            "code",
+            "algorithm.adv_estimator=grpo",
+            f"data.val_files=[{builtin_data['code']}]",
+            "trainer.test_freq=1",
+            "trainer.total_training_steps=1",
+            "trainer.logger=[console,tensorboard]",
+            "workflow.horizon=1",
+        )
+    )
     trainer = Trainer(cfg, backend_factory=scripted_backends("code"))
     assert trainer.val_manager.sampling.temperature == 0.6 and trainer.val_manager.sampling.top_k == 20
 

@@ -6,8 +6,7 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages
-from verl_masopd.algos import cure
+from verl_masopd.algos import compute_advantages, cure
 from verl_masopd.algos.cure import ExecutionMatrix, coder_rewards, normalise
 
 # rows: programs of e0, e1 ; columns: 2 golden tests, then the tests of e0, e1

@@ -104,8 +104,14 @@ def test_action_level_ratio_uses_token_normalised_log_probs():
 def tiny_encoder():
     torch.manual_seed(0)
     config = Qwen3Config(
-        vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=8, max_position_embeddings=64,
+        vocab_size=50,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        max_position_embeddings=64,
     )
     return Qwen3Model(config).eval()
 

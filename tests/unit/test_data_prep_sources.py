@@ -47,8 +47,12 @@ def test_codecontests_sample_keeps_public_and_generated_tests(tmp_path):
     assert (summary.read, summary.kept) == (1, 1)
     [problem] = problems
     raw = json.loads(sample.read_text())
-    pairs = list(zip(raw["public_tests"]["input"] + raw["generated_tests"]["input"],
-                     raw["public_tests"]["output"] + raw["generated_tests"]["output"]))
+    pairs = list(
+        zip(
+            raw["public_tests"]["input"] + raw["generated_tests"]["input"],
+            raw["public_tests"]["output"] + raw["generated_tests"]["output"],
+        )
+    )
     assert len(problem.tests) == len(dict.fromkeys(pairs))
     assert problem.public_tests == (Case("5 2\nAA\nAB\nBB\nBA\nAZ\n", "5 2 1 3 4 \n"),)
     assert problem.tests[0] == problem.public_tests[0]
@@ -166,10 +170,17 @@ def _codecontests_hf_row(**changes) -> dict:
             ],
         },
         "incorrect_solutions": {"language": [3], "solution": ["print(0)"]},
-        "cf_contest_id": 1000, "cf_index": "A", "cf_points": 500.0, "cf_rating": 800, "cf_tags": ["math"],
-        "is_description_translated": False, "untranslated_description": "",
-        "time_limit": {"seconds": 2, "nanos": 500000000}, "memory_limit_bytes": 256000000,
-        "input_file": "", "output_file": "",
+        "cf_contest_id": 1000,
+        "cf_index": "A",
+        "cf_points": 500.0,
+        "cf_rating": 800,
+        "cf_tags": ["math"],
+        "is_description_translated": False,
+        "untranslated_description": "",
+        "time_limit": {"seconds": 2, "nanos": 500000000},
+        "memory_limit_bytes": 256000000,
+        "input_file": "",
+        "output_file": "",
     }
     row.update(changes)
     return row
@@ -241,17 +252,21 @@ def test_apps_codewars_outputs_are_unwrapped_but_leetcode_lists_are_kept():
     codewars = _to_row("apps", _apps_hf_row())
     truth = json.loads(codewars["reward_model"]["ground_truth"])
     assert truth == {"inputs": ['["ab"]', '["x"]'], "outputs": ['"abab"', '"xx"']}
-    leetcode = _to_row("apps", _apps_hf_row(
-        url="https://leetcode.com/problems/x/",
-        input_output=json.dumps({"fn_name": "f", "inputs": [[[3]]], "outputs": [[3]]}),
-    ))
+    leetcode = _to_row(
+        "apps",
+        _apps_hf_row(
+            url="https://leetcode.com/problems/x/",
+            input_output=json.dumps({"fn_name": "f", "inputs": [[[3]]], "outputs": [[3]]}),
+        ),
+    )
     assert json.loads(leetcode["reward_model"]["ground_truth"]) == {"inputs": ["[[3]]"], "outputs": ["[3]"]}
     assert leetcode["extra_info"]["fn_name"] == "f"
 
 
 def test_apps_stdin_tests_given_as_lines_are_joined():
-    row = _to_row("apps", _apps_hf_row(
-        starter_code="", input_output=json.dumps({"inputs": [["2", "1 2"]], "outputs": [["3"]]})))
+    row = _to_row(
+        "apps", _apps_hf_row(starter_code="", input_output=json.dumps({"inputs": [["2", "1 2"]], "outputs": [["3"]]}))
+    )
     assert json.loads(row["reward_model"]["ground_truth"]) == {"inputs": ["2\n1 2"], "outputs": ["3"]}
     assert row["extra_info"]["fn_name"] == "" and row["prompt"][0]["content"] == "Return the word doubled."
 
@@ -285,13 +300,21 @@ def _pack_private(tests: list[dict]) -> str:
 
 def _lcb_functional_row(**changes) -> dict:
     row = {
-        "question_title": "max-length", "question_content": "Return the longest run.", "platform": "leetcode",
-        "question_id": "3000", "contest_id": "weekly-1", "contest_date": "2025-02-01T00:00:00",
+        "question_title": "max-length",
+        "question_content": "Return the longest run.",
+        "platform": "leetcode",
+        "question_id": "3000",
+        "contest_id": "weekly-1",
+        "contest_date": "2025-02-01T00:00:00",
         "starter_code": "class Solution:\n    def maxLength(self, nums: List[int], k: int) -> int:\n        ",
         "difficulty": "medium",
         "public_test_cases": json.dumps([{"input": "[1, 2, 2]\n2", "output": "2", "testtype": "functional"}]),
-        "private_test_cases": _pack_private([{"input": "[]\n0", "output": "0", "testtype": "functional"},
-                                             {"input": "\"a\\nb\"\n1", "output": "[1, 2]", "testtype": "functional"}]),
+        "private_test_cases": _pack_private(
+            [
+                {"input": "[]\n0", "output": "0", "testtype": "functional"},
+                {"input": '"a\\nb"\n1', "output": "[1, 2]", "testtype": "functional"},
+            ]
+        ),
         "metadata": json.dumps({"func_name": "maxLength"}),
     }
     row.update(changes)
@@ -324,8 +347,10 @@ def test_livecodebench_refuses_pickles_with_globals():
         ({"private_test_cases": "!!not base64!!"}, "field 'private_test_cases' cannot be decoded"),
         ({"metadata": "{}"}, "functional tests without metadata.func_name"),
         ({"public_test_cases": "[]", "private_test_cases": "[]"}, "no tests"),
-        ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "stdin"}])},
-         "test types ['functional', 'stdin'] instead of all stdin or all functional"),
+        (
+            {"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "stdin"}])},
+            "test types ['functional', 'stdin'] instead of all stdin or all functional",
+        ),
     ],
 )
 def test_livecodebench_bad_rows_are_dropped_with_reason(changes, reason):
@@ -352,8 +377,13 @@ def test_aime25_hf_row_without_id_uses_position():
 
 @pytest.mark.parametrize(
     "final_answer, expected",
-    [(["$69$,$84$"], "69,84"), (["1,3,5"], "1,3,5"), (["$(-\\infty, 0) \\cup\\{1\\}$."], "(-\\infty, 0) \\cup\\{1\\}"),
-     (["$3$", "$4$"], "3, 4"), ("$7$", "7")],
+    [
+        (["$69$,$84$"], "69,84"),
+        (["1,3,5"], "1,3,5"),
+        (["$(-\\infty, 0) \\cup\\{1\\}$."], "(-\\infty, 0) \\cup\\{1\\}"),
+        (["$3$", "$4$"], "3, 4"),
+        ("$7$", "7"),
+    ],
 )
 def test_olympiadbench_ground_truth(final_answer, expected):
     assert ground_truth(final_answer) == expected
@@ -370,8 +400,14 @@ def test_olympiadbench_hf_rows_with_images_are_dropped():
 def test_polaris_hf_fields_and_verl_parquet_fields():
     hf = _to_row("polaris", {"problem": "What is 2+2?", "answer": " $4$ ", "difficulty": "3/8"}, "train")
     assert hf["reward_model"]["ground_truth"] == "4" and hf["extra_info"]["id"] == "0"
-    verl = _to_row("polaris", {"prompt": [{"role": "user", "content": "What is 3+3?"}],
-                               "reward_model": {"ground_truth": "6", "style": "rule"}}, "train")
+    verl = _to_row(
+        "polaris",
+        {
+            "prompt": [{"role": "user", "content": "What is 3+3?"}],
+            "reward_model": {"ground_truth": "6", "style": "rule"},
+        },
+        "train",
+    )
     assert verl["extra_info"]["problem"] == "What is 3+3?" and verl["reward_model"]["ground_truth"] == "6"
     with pytest.raises(Dropped, match="no answer"):
         _to_row("polaris", {"problem": "Prove it.", "answer": ""})

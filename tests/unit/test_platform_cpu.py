@@ -8,7 +8,10 @@ from verl_masopd.platform.cpu import PlatformCPU, torch_cpu_shim
 def test_platform_answers_for_a_cpu():
     platform = PlatformCPU()
     assert (platform.device_name, platform.communication_backend_name(), platform.current_device()) == (
-        "cpu", "gloo", "cpu")
+        "cpu",
+        "gloo",
+        "cpu",
+    )
     assert platform.is_available() and not platform.is_platform_available(use_smi_check=True)
     assert torch.zeros(2).to(platform.current_device()).device.type == "cpu"
     assert platform.get_device_capability() == (None, None)

@@ -46,7 +46,11 @@ def test_import_verl_selects_cpu_platform_and_engine():
     result = _run(code, VERL_PLATFORM="cpu")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
-        "PlatformCPU", "cpu", "gloo", "FSDPEngineWithLMHead", "verl_masopd.platform.engine_patches",
+        "PlatformCPU",
+        "cpu",
+        "gloo",
+        "FSDPEngineWithLMHead",
+        "verl_masopd.platform.engine_patches",
     ]
 
 

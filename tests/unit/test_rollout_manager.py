@@ -31,9 +31,14 @@ class RelayWorkflow(Workflow):
 
     def render(self, episode, agent, turn, role=None):
         seen = "; ".join(f"{n}={a.text}" for n, a in sorted(episode.turns[turn - 1].actions.items())) if turn else ""
-        return [{"role": "system", "content": f"You are {role or agent.role}."},
-                {"role": "user", "content": f"Problem {episode.problem.uid}: {episode.problem.statement}\n"
-                                            f"turn {turn} seat {agent.name} seen [{seen}]"}]
+        return [
+            {"role": "system", "content": f"You are {role or agent.role}."},
+            {
+                "role": "user",
+                "content": f"Problem {episode.problem.uid}: {episode.problem.statement}\n"
+                f"turn {turn} seat {agent.name} seen [{seen}]",
+            },
+        ]
 
     def parse(self, agent, text):
         return Action(agent, text, {"answer": text.strip()}, None if text.strip() else "empty output")
@@ -49,8 +54,11 @@ class RelayWorkflow(Workflow):
 
     def judge(self, episode):
         last = episode.turns[-1].actions["asker_0"].fields["answer"]
-        local = {(t.index, n): Reward(float(a.fields["answer"] == episode.problem.answer), True)
-                 for t in episode.turns for n, a in t.actions.items()}
+        local = {
+            (t.index, n): Reward(float(a.fields["answer"] == episode.problem.answer), True)
+            for t in episode.turns
+            for n, a in t.actions.items()
+        }
         return Judgement(last == episode.problem.answer, float(last == episode.problem.answer), last, local)
 
     def attribute(self, episode, turn):
@@ -97,8 +105,7 @@ def problems(*uids):
 
 def manager(tokenizer, script, sharing="role", agents_per_role=1, horizon=4, **kw):
     workflow = RelayWorkflow(agents_per_role, horizon)
-    names = {"role": ["asker", "checker"], "shared": ["shared"],
-             "agent": [a.name for a in workflow.agents]}[sharing]
+    names = {"role": ["asker", "checker"], "shared": ["shared"], "agent": [a.name for a in workflow.agents]}[sharing]
     backends = {n: ScriptedBackend(tokenizer, script) for n in names}
     return RolloutManager(workflow, backends, tokenizer, policy_sharing=sharing, **kw), backends
 
@@ -110,12 +117,18 @@ async def test_records_every_turn_with_its_exact_context(tiny_tokenizer):
     assert [t.agreed for t in result.episode.turns] == [False, True]
     assert result.judgement.correct and result.judgement.team == 1.0
     assert [(s.turn, s.agent, s.role, s.policy) for s in result.samples] == [
-        (0, "asker_0", "asker", "asker"), (0, "checker_0", "checker", "checker"),
-        (1, "asker_0", "asker", "asker"), (1, "checker_0", "checker", "checker")]
+        (0, "asker_0", "asker", "asker"),
+        (0, "checker_0", "checker", "checker"),
+        (1, "asker_0", "asker", "asker"),
+        (1, "checker_0", "checker", "checker"),
+    ]
     for s in result.samples:
         agent = result.episode.agent(s.agent)
         assert s.prompt_ids == encode_messages(tiny_tokenizer, m.workflow.render(result.episode, agent, s.turn))
-        assert tiny_tokenizer.decode(s.response_ids, skip_special_tokens=True) == result.episode.turns[s.turn].actions[s.agent].text
+        assert (
+            tiny_tokenizer.decode(s.response_ids, skip_special_tokens=True)
+            == result.episode.turns[s.turn].actions[s.agent].text
+        )
         assert s.rollout_log_probs == [LOG_PROB] * len(s.response_ids)
         assert s.finish_reason == "stop" and s.group_id == "p0" and s.branch == 0
     assert "asker_0=asker_0; checker_0=checker_0" in tiny_tokenizer.decode(result.samples[2].prompt_ids)
@@ -134,8 +147,10 @@ async def test_group_rollouts_batched_per_policy_per_turn(tiny_tokenizer):
     assert m.metrics.episodes == 6 and m.metrics.turns == 12 and m.metrics.failed_generations == 0
 
 
-@pytest.mark.parametrize("sharing,calls", [("shared", {"shared": [8]}),
-                                           ("agent", {"asker_0": [2], "asker_1": [2], "checker_0": [2], "checker_1": [2]})])
+@pytest.mark.parametrize(
+    "sharing,calls",
+    [("shared", {"shared": [8]}), ("agent", {"asker_0": [2], "asker_1": [2], "checker_0": [2], "checker_1": [2]})],
+)
 async def test_policy_sharing_routes_agents_to_backends(tiny_tokenizer, sharing, calls):
     m, backends = manager(tiny_tokenizer, lambda prompt: "7", sharing=sharing, agents_per_role=2)
     with m:

@@ -71,7 +71,9 @@ class BranchScriptBackend:
             uid, turn, seat = re.search(r"Problem (\w+) turn (\d+) seat (\w+)", text).groups()
             k = copies[text]
             copies[text] += 1
-            ids = self.tokenizer.encode(str(self.script[uid, int(turn), seat][k]), add_special_tokens=False) + [self.eos]
+            ids = self.tokenizer.encode(str(self.script[uid, int(turn), seat][k]), add_special_tokens=False) + [
+                self.eos
+            ]
             out.append(Generation(ids, [-0.5] * len(ids), "stop"))
         return out
 
@@ -80,11 +82,16 @@ class BranchScriptBackend:
 
 
 SCRIPT = {
-    ("p0", 0, "lead_0"): [3, 5, 8], ("p0", 0, "follow_0"): [3, 9, 5],
-    ("p0", 1, "lead_0"): [5, 5, 5], ("p0", 1, "follow_0"): [5, 4, 6],
-    ("p1", 0, "lead_0"): [5, 5, 5], ("p1", 0, "follow_0"): [5, 5, 5],
-    ("p2", 0, "lead_0"): [1, 2, 3], ("p2", 0, "follow_0"): [1, 2, 3],
-    ("p2", 1, "lead_0"): [4, 5, 6], ("p2", 1, "follow_0"): [6, 5, 4],
+    ("p0", 0, "lead_0"): [3, 5, 8],
+    ("p0", 0, "follow_0"): [3, 9, 5],
+    ("p0", 1, "lead_0"): [5, 5, 5],
+    ("p0", 1, "follow_0"): [5, 4, 6],
+    ("p1", 0, "lead_0"): [5, 5, 5],
+    ("p1", 0, "follow_0"): [5, 5, 5],
+    ("p2", 0, "lead_0"): [1, 2, 3],
+    ("p2", 0, "follow_0"): [1, 2, 3],
+    ("p2", 1, "lead_0"): [4, 5, 6],
+    ("p2", 1, "follow_0"): [6, 5, 4],
 }
 
 
@@ -103,8 +110,8 @@ async def test_branch_rewards_come_from_each_branchs_own_joint_action(tiny_token
     assert [r.episode_id.endswith(f"/b{k}") for k, r in enumerate(results)] == [True] * 3
     lead = [r.judgement.local[0, "lead_0"].value for r in results]
     follow = [r.judgement.local[0, "follow_0"].value for r in results]
-    assert lead == [-2, 0, -3]        # −|x_k − 5| for x = 3, 5, 8
-    assert follow == [0, -4, -3]      # −|y_k − x_k| for (x, y) = (3, 3), (5, 9), (8, 5)
+    assert lead == [-2, 0, -3]  # −|x_k − 5| for x = 3, 5, 8
+    assert follow == [0, -4, -3]  # −|y_k − x_k| for (x, y) = (3, 3), (5, 9), (8, 5)
     # the last agent of the turn gets distinct rewards: a non-zero group advantage
     assert len(set(follow)) == 3
 
@@ -133,7 +140,9 @@ async def test_groups_share_identical_histories_and_never_merge_problems(tiny_to
         for b in range(len(batch)):
             nt = batch.non_tensor_batch
             groups[nt["uid"][b], nt["turn"][b], nt["agent"][b]].append(b)
-        assert sorted(groups) == sorted((u, t, f"{policy}_0") for u, t in [("p0", 0), ("p0", 1), ("p1", 0), ("p2", 0), ("p2", 1)])
+        assert sorted(groups) == sorted(
+            (u, t, f"{policy}_0") for u, t in [("p0", 0), ("p0", 1), ("p1", 0), ("p2", 0), ("p2", 1)]
+        )
         for rows in groups.values():
             assert len(rows) == 3
             assert sorted(batch.non_tensor_batch["branch"][rows]) == [0, 1, 2]

@@ -31,8 +31,12 @@ class StandInServer:
         self.seen_params.append(dict(sampling_params))
         tokens = ([100 + i for i in range(prompt_ids[0])] + [EOS])[: sampling_params["max_tokens"]]
         log_probs = [-0.1 * (i + 1) for i in range(len(tokens))] if sampling_params.get("logprobs") else None
-        return TokenOutput(token_ids=tokens, log_probs=log_probs, stop_reason="completed",
-                           extra_fields={"global_steps": self.global_steps})
+        return TokenOutput(
+            token_ids=tokens,
+            log_probs=log_probs,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
 
 
 class StandInCheckpointManager:
@@ -58,7 +62,10 @@ def server():
 async def test_tokens_log_probs_and_finish_reasons(server):
     backend = VerlServerBackend(server, [EOS])
     gens = await backend.generate([[2, 9], [5, 9, 9]], SamplingParams(0.6, 0.95, 20, max_new_tokens=4))
-    assert [(g.token_ids, g.finish_reason) for g in gens] == [([100, 101, EOS], "stop"), ([100, 101, 102, 103], "length")]
+    assert [(g.token_ids, g.finish_reason) for g in gens] == [
+        ([100, 101, EOS], "stop"),
+        ([100, 101, 102, 103], "length"),
+    ]
     assert gens[0].log_probs == pytest.approx([-0.1, -0.2, -0.3])
     assert server.seen_params[0] == {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 4, "logprobs": True}
 

@@ -115,7 +115,9 @@ def test_huge_output_is_capped():
 
 def test_writes_outside_its_directory():
     marker = f"sandbox-escape-{uuid.uuid4().hex}"
-    outside = [str(Path(__file__).parent / marker), f"/root/{marker}"] + [f"{d}/{marker}" for d in ("/tmp", "/var/tmp", "/dev/shm")]
+    outside = [str(Path(__file__).parent / marker), f"/root/{marker}"] + [
+        f"{d}/{marker}" for d in ("/tmp", "/var/tmp", "/dev/shm")
+    ]
     code = (
         f"import os\nfor path in {outside!r}:\n    try:\n        open(path, 'w').write('x')\n"
         "        print('wrote', path)\n    except OSError as error:\n        print('refused', path, error.errno)\n"

@@ -42,7 +42,10 @@ def test_binary_and_empty_programs_never_raise():
 
 
 def test_program_runs_as_main_with_its_directory_on_path():
-    code = "import os\nopen('helper.py', 'w').write('VALUE = 7')\nimport helper\nif __name__ == '__main__':\n    print(helper.VALUE)\n"
+    code = (
+        "import os\nopen('helper.py', 'w').write('VALUE = 7')\nimport helper\n"
+        "if __name__ == '__main__':\n    print(helper.VALUE)\n"
+    )
     assert run_program(code).stdout == "7\n"
 
 
@@ -106,7 +109,10 @@ def test_cli_prints_one_json_object(tmp_path):
     program.write_text("print(input()[::-1])")
     completed = subprocess.run(
         [sys.executable, "-m", "verl_masopd.sandbox", "run", "--timeout", "5", str(program)],
-        input="abc\n", capture_output=True, text=True, check=True,
+        input="abc\n",
+        capture_output=True,
+        text=True,
+        check=True,
     )
     outcome = json.loads(completed.stdout)
     assert outcome["stdout"] == "cba\n" and outcome["ok"] is True and outcome["error"] is None

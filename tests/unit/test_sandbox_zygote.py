@@ -74,8 +74,21 @@ def test_no_state_leaks_between_concurrent_runs():
         ("class Last:\n    def __del__(self):\n        print('finalized')\nkept = Last()", "", "finalized\n", 0),
         ("import sys\nsys.exit(256 + 7)", "", "", 7),
     ],
-    ids=["argv", "input", "stdin-read", "exit", "sys-exit-3", "sys-exit-message", "main-block", "atexit",
-         "deep-recursion-thread", "closed-stdout", "unclosed-file", "finalizer", "exit-code-modulo"],
+    ids=[
+        "argv",
+        "input",
+        "stdin-read",
+        "exit",
+        "sys-exit-3",
+        "sys-exit-message",
+        "main-block",
+        "atexit",
+        "deep-recursion-thread",
+        "closed-stdout",
+        "unclosed-file",
+        "finalizer",
+        "exit-code-modulo",
+    ],
 )
 def test_programs_see_a_normal_python(code, stdin, stdout, exit_code):
     result = run_program(code, stdin, timeout=10.0)

@@ -2,14 +2,19 @@
 teacher contexts, the truncation rule through the builder, and both attribution routes with
 their fallbacks counted."""
 
-import pytest
-
 from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import Generation
-from verl_masopd.teacher.attribution import BAD_VERDICT, MISSING_VERDICT, NO_JSON, NO_REFERENCE, Attributor, parse_verdicts
+from verl_masopd.teacher.attribution import (
+    BAD_VERDICT,
+    MISSING_VERDICT,
+    NO_JSON,
+    NO_REFERENCE,
+    Attributor,
+    parse_verdicts,
+)
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.privileged import HEADER, privileged_block
-from verl_masopd.workflows.base import HOLD, REVISE, Action, Attribution, Episode, Judgement, Turn, Workflow
+from verl_masopd.workflows.base import HOLD, REVISE, Action, Attribution, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 
 
@@ -24,7 +29,10 @@ class PairWorkflow(Workflow):
             previous = episode.turns[turn - 1]
             lines += [f"{name} answered {action.text}" for name, action in previous.actions.items()]
             lines.append(f"Report: {previous.report}")
-        return [{"role": "system", "content": f"You are the {role or agent.role}."}, {"role": "user", "content": "\n".join(lines)}]
+        return [
+            {"role": "system", "content": f"You are the {role or agent.role}."},
+            {"role": "user", "content": "\n".join(lines)},
+        ]
 
     def parse(self, agent, text):
         answer = text.strip()
@@ -35,7 +43,9 @@ class PairWorkflow(Workflow):
         reference = episode.problem.answer
         verdicts = {name: None if reference is None else answer == reference for name, answer in answers.items()}
         agreed = len(set(answers.values())) == 1
-        turn = Turn(len(episode.turns), dict(actions), "" if agreed else "the answers differ", agreed, {"verdicts": verdicts})
+        turn = Turn(
+            len(episode.turns), dict(actions), "" if agreed else "the answers differ", agreed, {"verdicts": verdicts}
+        )
         episode.turns.append(turn)
         episode.done = agreed or len(episode.turns) >= self.horizon
         return turn
@@ -73,12 +83,14 @@ def test_template_for_one_agent_per_role():
     workflow = PairWorkflow()
     episode = play(workflow, PROBLEM, [{"solver_0": "41", "checker_0": "42"}])
     block = privileged_block(attribution(0, {"solver_0": False, "checker_0": True}), episode, "solver_0")
-    assert block == "\n".join([
-        HEADER,
-        "The previous turn ended in a conflict.",
-        "The solver's output (you) was wrong: the solver should revise its output.",
-        "The checker's output was correct: the checker should hold its output.",
-    ])
+    assert block == "\n".join(
+        [
+            HEADER,
+            "The previous turn ended in a conflict.",
+            "The solver's output (you) was wrong: the solver should revise its output.",
+            "The checker's output was correct: the checker should hold its output.",
+        ]
+    )
 
 
 def test_template_for_several_agents_per_role_lists_every_verdict():
@@ -86,16 +98,18 @@ def test_template_for_several_agents_per_role_lists_every_verdict():
     episode = play(workflow, PROBLEM, [{"solver_0": "42", "solver_1": "40", "checker_0": "41", "checker_1": "42"}])
     verdicts = {"solver_0": True, "solver_1": False, "checker_0": False, "checker_1": True}
     block = privileged_block(attribution(0, verdicts), episode, "checker_1")
-    assert block == "\n".join([
-        HEADER,
-        "The previous turn ended in a conflict.",
-        "solver agents:",
-        "- solver_0: correct; should hold its output.",
-        "- solver_1: wrong; should revise its output.",
-        "checker agents:",
-        "- checker_0: wrong; should revise its output.",
-        "- checker_1 (you): correct; should hold its output.",
-    ])
+    assert block == "\n".join(
+        [
+            HEADER,
+            "The previous turn ended in a conflict.",
+            "solver agents:",
+            "- solver_0: correct; should hold its output.",
+            "- solver_1: wrong; should revise its output.",
+            "checker agents:",
+            "- checker_0: wrong; should revise its output.",
+            "- checker_1 (you): correct; should hold its output.",
+        ]
+    )
 
 
 def test_reference_only_with_reveal_reference():
@@ -135,13 +149,17 @@ def test_incomplete_attribution_gives_no_block(tiny_tokenizer):
     episode = play(workflow, problem, [{"solver_0": "1", "checker_0": "2"}, {"solver_0": "3", "checker_0": "3"}])
     a0 = workflow.attribute(episode, 0)
     assert not a0.complete
-    messages, privileged = TeacherContextBuilder(workflow, tiny_tokenizer, 4096).messages(episode, "solver_0", 1, "solver", a0)
+    messages, privileged = TeacherContextBuilder(workflow, tiny_tokenizer, 4096).messages(
+        episode, "solver_0", 1, "solver", a0
+    )
     assert not privileged and messages == workflow.render(episode, episode.agent("solver_0"), 1)
 
 
 def test_builder_truncation_keeps_the_response_budget_and_the_context_ends(tiny_tokenizer):
     workflow = PairWorkflow()
-    episode = play(workflow, PROBLEM, [{"solver_0": "41 " * 40, "checker_0": "42"}, {"solver_0": "42", "checker_0": "42"}])
+    episode = play(
+        workflow, PROBLEM, [{"solver_0": "41 " * 40, "checker_0": "42"}, {"solver_0": "42", "checker_0": "42"}]
+    )
     a0 = workflow.attribute(episode, 0)
     full = TeacherContextBuilder(workflow, tiny_tokenizer, 4096).build(episode, "solver_0", 1, "solver", a0, 10)
     assert full.cut_tokens == 0
@@ -202,11 +220,14 @@ async def test_model_route_one_call_per_turn_and_counted_fallbacks(tiny_tokenize
     }
     episodes = {f"e-{name}": play(workflow, p, answers) for name, p in problems.items()}
     episodes["e-noref"] = play(workflow, Problem(uid="noref", domain="math", statement="No reference here"), answers)
-    model = ScriptedAttributionModel(tiny_tokenizer, {
-        "Problem parsed": '{"solver_0": "correct", "checker_0": "wrong"}',
-        "Problem garbled": "I cannot tell.",
-        "Problem partial": '{"checker_0": "correct"}',
-    })
+    model = ScriptedAttributionModel(
+        tiny_tokenizer,
+        {
+            "Problem parsed": '{"solver_0": "correct", "checker_0": "wrong"}',
+            "Problem garbled": "I cannot tell.",
+            "Problem partial": '{"checker_0": "correct"}',
+        },
+    )
     result = await Attributor(workflow, "model", model, tiny_tokenizer).attribute(episodes)
     assert model.calls == [3] and result.model_calls == 3
     assert dict(result.fallbacks) == {NO_JSON: 1, MISSING_VERDICT: 1, NO_REFERENCE: 1}

@@ -45,8 +45,10 @@ def recorded_episode(workflow):
     r, u = episode.agents
 
     def turn(index, reasoner_text, reasoner_ok, agreed):
-        actions = {r.name: Action(r, reasoner_text, {"answer": reasoner_text[-2:]}),
-                   u.name: Action(u, "```python\nprint(42)\n```", {"code": "print(42)"})}
+        actions = {
+            r.name: Action(r, reasoner_text, {"answer": reasoner_text[-2:]}),
+            u.name: Action(u, "```python\nprint(42)\n```", {"code": "print(42)"}),
+        }
         verifier = {"agents": {r.name: {"verdict": reasoner_ok}, u.name: {"verdict": True}}}
         report = "The answers agree." if agreed else "reasoner_0's answer: 41\nThe answers disagree."
         return Turn(index, actions, report, agreed, verifier)
@@ -91,7 +93,9 @@ async def test_scoring_places_each_role_condition_on_the_response_positions(tiny
     lengths = {}
     for turn, response in ((0, [10, 11, 12]), (1, [13, 14])):
         for q in ("reasoner", "tool_user"):
-            lengths[turn, q] = len(builder.build(episode, "reasoner_0", turn, q, a0 if turn else None, len(response)).ids)
+            lengths[turn, q] = len(
+                builder.build(episode, "reasoner_0", turn, q, a0 if turn else None, len(response)).ids
+            )
     teacher, contrast = data.batch["teacher_log_probs"], data.batch["teacher_contrast_log_probs"]
     assert teacher.shape == (3, 4) and contrast.shape == (3, 1, 4)
     for b, (turn, response) in enumerate(((0, [10, 11, 12]), (1, [13, 14]))):
@@ -137,8 +141,16 @@ def hand_made_batch():
             "role": np.array(["reasoner", "reasoner", "tool_user"], dtype=object),
             "privileged": np.array([True, False, False], dtype=object),
         },
-        meta_info={"teacher": {"responses": 3, "passes": 2, "teacher_tokens": 60, "shared_prefix_tokens": 6,
-                               "truncations": 1, "truncated_tokens": 9}},
+        meta_info={
+            "teacher": {
+                "responses": 3,
+                "passes": 2,
+                "teacher_tokens": 60,
+                "shared_prefix_tokens": 6,
+                "truncations": 1,
+                "truncated_tokens": 9,
+            }
+        },
     )
 
 

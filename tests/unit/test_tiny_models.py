@@ -39,7 +39,9 @@ def test_sizes_and_shared_vocabulary(tiny_model_path, tiny_teacher_path):
     assert 0.5e6 < student.num_parameters() < 2e6
     assert 5e6 < teacher.num_parameters() < 15e6
     assert student.config.vocab_size == teacher.config.vocab_size == len(AutoTokenizer.from_pretrained(tiny_model_path))
-    assert (Path(tiny_model_path) / "tokenizer.json").read_bytes() == (Path(tiny_teacher_path) / "tokenizer.json").read_bytes()
+    assert (Path(tiny_model_path) / "tokenizer.json").read_bytes() == (
+        Path(tiny_teacher_path) / "tokenizer.json"
+    ).read_bytes()
 
 
 def test_tokenizer_special_tokens_and_padding(tiny_tokenizer):

@@ -86,7 +86,9 @@ def test_model_optimizer_and_rng_states_round_trip(tmp_path, cfg):
     assert (random.random(), np.random.rand()) == expected[:2]
     assert torch.equal(torch.rand(2), expected[2])
     assert torch.equal(restored_model.weight, model.weight)
-    assert torch.equal(restored_optimizer.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"])
+    assert torch.equal(
+        restored_optimizer.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"]
+    )
     with pytest.raises(FileNotFoundError, match=r"no folder for component\(s\) \['critic'\]"):
         load_checkpoint(path, {"critic": read_policy})
 

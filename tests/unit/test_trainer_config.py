@@ -79,7 +79,12 @@ def test_defaults_are_the_papers_common_settings(paper_cfg):
     assert (c.data.max_prompt_length, c.data.max_response_length, c.data.train_batch_size) == (8192, 4096, 128)
     assert c.trainer.total_training_steps == 150
     actor = c.actor_rollout_ref.actor
-    assert (actor.ppo_mini_batch_size, actor.optim.lr, actor.optim.weight_decay, actor.grad_clip) == (64, 1e-6, 0.01, 1.0)
+    assert (actor.ppo_mini_batch_size, actor.optim.lr, actor.optim.weight_decay, actor.grad_clip) == (
+        64,
+        1e-6,
+        0.01,
+        1.0,
+    )
     rollout = c.actor_rollout_ref.rollout
     assert (rollout.temperature, rollout.top_p, rollout.top_k) == (1.0, 1.0, -1)
     assert (rollout.val_kwargs.temperature, rollout.val_kwargs.top_p, rollout.val_kwargs.top_k) == (0.6, 0.95, 20)
@@ -87,13 +92,21 @@ def test_defaults_are_the_papers_common_settings(paper_cfg):
     assert dict(c.algorithm.masopd) == {"ras_coef": 1.0, "ras_clip": 5.0, "num_contrast_roles": 1}
     assert (c.pac.enable, c.pac.attribution, c.pac.reveal_reference) == (True, "rules", False)
     assert dict(c.algorithm.reward) == {"team_weight": 1.0, "local_weight": 1.0}
-    assert (c.algorithm.marft.critic_lr, c.algorithm.marft.critic_hidden, c.algorithm.grpo.group_by) == (1e-5, 64, "problem_role_turn")
+    assert (c.algorithm.marft.critic_lr, c.algorithm.marft.critic_hidden, c.algorithm.grpo.group_by) == (
+        1e-5,
+        64,
+        "problem_role_turn",
+    )
     assert c.actor_rollout_ref.model.path == "/models/student"
 
 
 def test_cpu_preset_has_tiny_sizes(cpu_cfg):
     assert cpu_cfg.trainer.device == "cpu"
-    assert (cpu_cfg.data.max_prompt_length, cpu_cfg.data.max_response_length, cpu_cfg.data.train_batch_size) == (2048, 64, 2)
+    assert (cpu_cfg.data.max_prompt_length, cpu_cfg.data.max_response_length, cpu_cfg.data.train_batch_size) == (
+        2048,
+        64,
+        2,
+    )
     assert (cpu_cfg.workflow.horizon, cpu_cfg.rollout.group_size, cpu_cfg.trainer.total_training_steps) == (2, 2, 2)
 
 
@@ -114,13 +127,19 @@ def test_algorithm_converts_to_verls_algo_config_only_without_the_project_sectio
     algo = verl_algo_config(cpu_cfg)
     assert isinstance(algo, AlgoConfig)
     assert (algo.adv_estimator, algo.norm_adv_by_std_in_grpo, algo.use_kl_in_reward) == ("masopd", True, False)
-    assert "algorithm.colour" in str(pytest.raises(ConfigError, verl_algo_config, with_values(cpu_cfg, algorithm__colour=1)).value)
+    assert "algorithm.colour" in str(
+        pytest.raises(ConfigError, verl_algo_config, with_values(cpu_cfg, algorithm__colour=1)).value
+    )
 
 
 @pytest.mark.parametrize(
     "estimator, loss_mode, agg, kl",
-    [("masopd", "vanilla", "token-mean", False), ("magrpo", "gpg", "seq-mean-token-sum", False),
-     ("marft", "marft", "seq-mean-token-mean", False), ("cure", "vanilla", "token-mean", True)],
+    [
+        ("masopd", "vanilla", "token-mean", False),
+        ("magrpo", "gpg", "seq-mean-token-sum", False),
+        ("marft", "marft", "seq-mean-token-mean", False),
+        ("cure", "vanilla", "token-mean", True),
+    ],
 )
 def test_the_estimator_chooses_the_actor_loss(paper_cfg, estimator, loss_mode, agg, kl):
     actor = omega_conf_to_dataclass(with_values(paper_cfg, algorithm__adv_estimator=estimator).actor_rollout_ref.actor)
@@ -138,12 +157,20 @@ def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, ti
     assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
     assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
     workflow = run.make_workflow()
-    assert (workflow.horizon, workflow.timeout, [a.name for a in workflow.agents]) == (2, 10.0, ["reasoner_0", "tool_user_0"])
+    assert (workflow.horizon, workflow.timeout, [a.name for a in workflow.agents]) == (
+        2,
+        10.0,
+        ["reasoner_0", "tool_user_0"],
+    )
 
 
 def test_per_agent_policies_and_their_own_starting_points(cpu_cfg, tiny_teacher_path):
-    cfg = with_values(cpu_cfg, workflow__agents_per_role=2, workflow__policy_sharing="agent",
-                      students__policy_paths={"tool_user_1": tiny_teacher_path})
+    cfg = with_values(
+        cpu_cfg,
+        workflow__agents_per_role=2,
+        workflow__policy_sharing="agent",
+        students__policy_paths={"tool_user_1": tiny_teacher_path},
+    )
     run = validate_config(cfg)
     assert run.policies == ("reasoner_0", "reasoner_1", "tool_user_0", "tool_user_1")
     assert run.policy_path("tool_user_1") == tiny_teacher_path
@@ -198,9 +225,16 @@ def test_masopd_and_opd_need_a_teacher(cpu_cfg):
 
 def test_at_grpo_needs_tree_sampling_with_branches(cpu_cfg):
     assert "rollout.tree_sampling" in error_of(with_values(cpu_cfg, algorithm__adv_estimator="at_grpo"))
-    one_branch = with_values(cpu_cfg, algorithm__adv_estimator="at_grpo", rollout__tree_sampling=True, rollout__group_size=1)
+    one_branch = with_values(
+        cpu_cfg, algorithm__adv_estimator="at_grpo", rollout__tree_sampling=True, rollout__group_size=1
+    )
     assert "rollout.group_size: tree sampling needs at least 2 branches" in error_of(one_branch)
-    assert validate_config(with_values(cpu_cfg, algorithm__adv_estimator="at_grpo", rollout__tree_sampling=True)).rollout.group_size == 2
+    assert (
+        validate_config(
+            with_values(cpu_cfg, algorithm__adv_estimator="at_grpo", rollout__tree_sampling=True)
+        ).rollout.group_size
+        == 2
+    )
 
 
 def test_an_explicit_loss_that_contradicts_the_estimator_is_refused(cpu_cfg):

@@ -34,8 +34,12 @@ class Servers:
             raise RuntimeError("generate while the replicas sleep")
         tokens = [7, EOS][: sampling_params["max_tokens"]]
         log_probs = [-0.5] * len(tokens) if sampling_params.get("logprobs") else None
-        return TokenOutput(token_ids=tokens, log_probs=log_probs, stop_reason="completed",
-                           extra_fields={"global_steps": self.global_steps})
+        return TokenOutput(
+            token_ids=tokens,
+            log_probs=log_probs,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
 
     def sleep_replicas(self):
         self.calls.append("sleep")
@@ -143,17 +147,26 @@ class Workers:
 
 
 def test_each_policys_replicas_start_at_rank_zero_under_its_own_names():
-    cfg = compose_config(["students.path=/m", "data.train_files=/d", "engines.gpus_per_engine=2",
-                          "actor_rollout_ref.rollout.tensor_model_parallel_size=1"])
+    cfg = compose_config(
+        [
+            "students.path=/m",
+            "data.train_files=/d",
+            "engines.gpus_per_engine=2",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        ]
+    )
     addresses = {}
     for i, name in enumerate(["coder", "tester"]):
         serving = plan_policy_serving(cfg, name, i, "/m")
-        manager = PolicyServerManager(serving.config, Workers(2), server_prefix=serving.server_prefix,
-                                      replica_class=NamedReplica)
+        manager = PolicyServerManager(
+            serving.config, Workers(2), server_prefix=serving.server_prefix, replica_class=NamedReplica
+        )
         asyncio.run(manager._initialize_llm_servers())
         assert [r.replica_rank for r in manager.get_replicas()] == [0, 1]
         assert [r.workers for r in manager.get_replicas()] == [["worker0"], ["worker1"]]
         addresses[name] = manager.server_addresses
         assert addresses[name] == serving.server_names()
-    assert addresses == {"coder": ["vllm_coder_server_0_0", "vllm_coder_server_1_0"],
-                         "tester": ["vllm_tester_server_0_0", "vllm_tester_server_1_0"]}
+    assert addresses == {
+        "coder": ["vllm_coder_server_0_0", "vllm_coder_server_1_0"],
+        "tester": ["vllm_tester_server_0_0", "vllm_tester_server_1_0"],
+    }

@@ -28,12 +28,15 @@ def test_vllm_on_this_machine_without_gpus_or_vllm_stops_naming_the_key():
         select_generation_path(config())
 
 
-@pytest.mark.parametrize(("overrides", "gpus", "importable", "key"), [
-    ((), 0, True, r"actor_rollout_ref\.rollout\.name=vllm .* needs GPUs"),
-    ((), 2, False, r"actor_rollout_ref\.rollout\.name=vllm: the vllm package"),
-    (("engines.placement=local",), 2, True, r"engines\.placement=local"),
-    (("actor_rollout_ref.rollout.name=sglang",), 2, True, r"actor_rollout_ref\.rollout\.name: must be"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "gpus", "importable", "key"),
+    [
+        ((), 0, True, r"actor_rollout_ref\.rollout\.name=vllm .* needs GPUs"),
+        ((), 2, False, r"actor_rollout_ref\.rollout\.name=vllm: the vllm package"),
+        (("engines.placement=local",), 2, True, r"engines\.placement=local"),
+        (("actor_rollout_ref.rollout.name=sglang",), 2, True, r"actor_rollout_ref\.rollout\.name: must be"),
+    ],
+)
 def test_unrunnable_choices_stop(overrides, gpus, importable, key):
     with pytest.raises(ConfigError, match=key):
         select_generation_path(config(*overrides), gpus=gpus, vllm_importable=importable)
@@ -44,8 +47,12 @@ def test_gpus_and_vllm_select_the_vllm_path():
 
 
 def test_each_policy_gets_its_own_model_seeds_and_training_steps():
-    cfg = config("engines.gpus_per_engine=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-                 "actor_rollout_ref.rollout.seed=42", "trainer.total_training_steps=150")
+    cfg = config(
+        "engines.gpus_per_engine=2",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.seed=42",
+        "trainer.total_training_steps=150",
+    )
     coder = plan_policy_serving(cfg, "coder", 0, "/models/a")
     tester = plan_policy_serving(cfg, "tester", 1, "/models/b")
     assert (coder.replicas, tester.replicas) == (2, 2)
@@ -63,8 +70,11 @@ def test_each_policy_gets_its_own_model_seeds_and_training_steps():
 def test_no_name_or_seed_collides_across_policies():
     """The collisions table: server actors, pools, worker groups and vLLM seeds are all distinct,
     and no policy takes verl's fixed server name."""
-    cfg = config("engines.gpus_per_engine=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-                 "trainer.n_gpus_per_node=8")
+    cfg = config(
+        "engines.gpus_per_engine=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "trainer.n_gpus_per_node=8",
+    )
     plans = [plan_policy_serving(cfg, name, i, "/m") for i, name in enumerate(["reasoner", "tool_user", "judge"])]
     servers = [n for p in plans for n in p.server_names()]
     seeds = [s for p in plans for s in p.seeds]
@@ -75,12 +85,23 @@ def test_no_name_or_seed_collides_across_policies():
     assert plans[1].server_names() == ["vllm_tool_user_server_0_0", "vllm_tool_user_server_1_0"]
 
 
-@pytest.mark.parametrize(("overrides", "key"), [
-    (("engines.gpus_per_engine=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"),
-     r"tensor_model_parallel_size"),
-    (("engines.gpus_per_engine=6", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-      "trainer.n_gpus_per_node=4"), r"trainer\.n_gpus_per_node"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (
+            ("engines.gpus_per_engine=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"),
+            r"tensor_model_parallel_size",
+        ),
+        (
+            (
+                "engines.gpus_per_engine=6",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+                "trainer.n_gpus_per_node=4",
+            ),
+            r"trainer\.n_gpus_per_node",
+        ),
+    ],
+)
 def test_gpu_counts_that_do_not_fit_replicas_stop(overrides, key):
     with pytest.raises(ConfigError, match=key):
         plan_policy_serving(config(*overrides), "coder", 0, "/m")

@@ -16,11 +16,7 @@ HANGS = "2^{2^{2^{2^{2^{2}}}}}"
 
 
 def workers() -> set[int]:
-    return {
-        child.pid
-        for child in psutil.Process().children()
-        if "verl_masopd.verify.math_worker" in child.cmdline()
-    }
+    return {child.pid for child in psutil.Process().children() if "verl_masopd.verify.math_worker" in child.cmdline()}
 
 
 @pytest.fixture
@@ -74,4 +70,3 @@ def test_math_equal_survives_a_hanging_answer():
 def test_pool_size_is_validated():
     with pytest.raises(ValueError, match="WorkerPool size"):
         WorkerPool(0)
-

@@ -9,7 +9,8 @@ import pytest
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import HOLD, REVISE
 from verl_masopd.workflows.code import CODER_INSTRUCTION, TESTER_INSTRUCTION, cure_execution_matrix
-from verl_masopd.workflows.problem import Problem, TestCase as Case
+from verl_masopd.workflows.problem import Problem
+from verl_masopd.workflows.problem import TestCase as Case
 
 RIGHT = "a, b = map(int, input().split())\nprint(a + b)\n"
 RIGHT_VARIANT = "print(sum(int(x) for x in input().split()))\n"
@@ -83,7 +84,9 @@ def test_only_tester_wrong_coder_holds_tester_revises():
     assert attribution.decisions == {"coder_0": HOLD, "tester_0": REVISE}
     tester_reward = workflow.judge(episode).local[0, "tester_0"]
     assert tester_reward.terms == {"valid": 1.0, "spec": 0.0} and tester_reward.value == pytest.approx(0.2)
-    assert episode.turns[0].verifier["agents"]["tester_0"]["reason"] == "the reference solution prints a different output"
+    assert (
+        episode.turns[0].verifier["agents"]["tester_0"]["reason"] == "the reference solution prints a different output"
+    )
 
 
 def test_both_wrong_both_revise():
@@ -216,8 +219,12 @@ def test_enormous_program_output_is_reported_clipped():
 
 def test_n_agents_agreement_needs_every_pair():
     workflow = make_workflow("mas", "code", agents_per_role=2, timeout=10.0)
-    texts = {"coder_0": written_program(RIGHT), "coder_1": written_program(RIGHT_VARIANT),
-             "tester_0": written_test("2 3", "5"), "tester_1": written_test("10 20", "30")}
+    texts = {
+        "coder_0": written_program(RIGHT),
+        "coder_1": written_program(RIGHT_VARIANT),
+        "tester_0": written_test("2 3", "5"),
+        "tester_1": written_test("10 20", "30"),
+    }
     episode = play(workflow, PROBLEM, [texts])
     assert episode.turns[0].agreed and len(episode.turns[0].verifier["pairs"]) == 4
 
@@ -231,13 +238,22 @@ def test_n_agents_agreement_needs_every_pair():
 
 def test_n_agents_majority_submission_and_lowest_index_tie():
     workflow = make_workflow("mas", "code", agents_per_role=3, timeout=10.0)
-    texts = {"coder_0": written_program(WRONG), "coder_1": written_program(RIGHT), "coder_2": written_program(RIGHT_VARIANT)}
+    texts = {
+        "coder_0": written_program(WRONG),
+        "coder_1": written_program(RIGHT),
+        "coder_2": written_program(RIGHT_VARIANT),
+    }
     texts |= {f"tester_{i}": written_test("2 3", "5") for i in range(3)}
     judgement = workflow.judge(play(workflow, PROBLEM, [texts]))
     assert judgement.submission == RIGHT.rstrip() and judgement.team == 1.0
 
     workflow = make_workflow("mas", "code", agents_per_role=2, timeout=10.0)
-    texts = {"coder_0": written_program(WRONG), "coder_1": written_program(RIGHT), "tester_0": written_test("2 3", "5"), "tester_1": written_test("1 1", "2")}
+    texts = {
+        "coder_0": written_program(WRONG),
+        "coder_1": written_program(RIGHT),
+        "tester_0": written_test("2 3", "5"),
+        "tester_1": written_test("1 1", "2"),
+    }
     judgement = workflow.judge(play(workflow, PROBLEM, [texts]))
     assert judgement.submission == WRONG.rstrip() and judgement.team == 0.0
 
@@ -251,14 +267,21 @@ def test_call_based_problem_runs_the_named_function():
         reference_solution="def add(a, b):\n    return a + b\n",
         fn_name="add",
     )
-    workflow, episode = one_turn(written_program("def add(a, b):\n    return a + b\n"), written_test("[2, 3]", "5"), problem=problem)
+    workflow, episode = one_turn(
+        written_program("def add(a, b):\n    return a + b\n"), written_test("[2, 3]", "5"), problem=problem
+    )
     assert episode.turns[0].agreed
     assert "call-based" in workflow.render(episode, workflow.agents[0], 0)[1]["content"]
     assert workflow.judge(episode).team == 1.0
 
-    workflow, episode = one_turn(written_program("def add(a, b):\n    return a + b\n"), written_test("5", "5"), problem=problem)
+    workflow, episode = one_turn(
+        written_program("def add(a, b):\n    return a + b\n"), written_test("5", "5"), problem=problem
+    )
     evidence = episode.turns[0].verifier["agents"]["tester_0"]
-    assert evidence["well_formed"] is False and evidence["reason"] == "call-based test input must be a JSON array of arguments"
+    assert (
+        evidence["well_formed"] is False
+        and evidence["reason"] == "call-based test input must be a JSON array of arguments"
+    )
 
 
 def test_cure_execution_matrix():

@@ -119,8 +119,10 @@ def test_prompts_show_both_answers_and_role_condition_swaps_the_instruction():
     workflow, episode = one_turn(reasoning("2"), program("print(3 / 6)"))
     tool_user = workflow.agents[1]
     first = workflow.render(episode, tool_user, 0)
-    assert first == [{"role": "system", "content": TOOL_USER_INSTRUCTION},
-                     {"role": "user", "content": "## Problem\nWhat is 3 divided by 6?"}]
+    assert first == [
+        {"role": "system", "content": TOOL_USER_INSTRUCTION},
+        {"role": "user", "content": "## Problem\nWhat is 3 divided by 6?"},
+    ]
     second = workflow.render(episode, tool_user, 1)
     assert "print(3 / 6)" in second[1]["content"] and "#### 2" in second[1]["content"]
     assert "reasoner_0's answer: 2" in second[1]["content"]
@@ -130,13 +132,18 @@ def test_prompts_show_both_answers_and_role_condition_swaps_the_instruction():
 
 def test_horizon_and_agreement_on_a_later_turn():
     workflow = make_workflow("mas", "math", timeout=10.0, horizon=3)
-    episode = play(workflow, [
-        {"reasoner_0": reasoning("2"), "tool_user_0": program("print(3 / 6)")},
-        {"reasoner_0": reasoning("1/2"), "tool_user_0": program("print(3 / 6)")},
-    ])
+    episode = play(
+        workflow,
+        [
+            {"reasoner_0": reasoning("2"), "tool_user_0": program("print(3 / 6)")},
+            {"reasoner_0": reasoning("1/2"), "tool_user_0": program("print(3 / 6)")},
+        ],
+    )
     assert [t.agreed for t in episode.turns] == [False, True] and episode.done
     judgement = workflow.judge(episode)
-    assert judgement.team == 1.0 and set(judgement.local) == {(t, n) for t in (0, 1) for n in ("reasoner_0", "tool_user_0")}
+    assert judgement.team == 1.0 and set(judgement.local) == {
+        (t, n) for t in (0, 1) for n in ("reasoner_0", "tool_user_0")
+    }
 
     workflow = make_workflow("mas", "math", timeout=10.0, horizon=1)
     episode = play(workflow, [{"reasoner_0": reasoning("2"), "tool_user_0": program("print(3 / 6)")}])
@@ -152,12 +159,22 @@ def test_n_agents_agreement_and_majority_submission():
     judgement = workflow.judge(episode)
     assert judgement.submission == "1/2" and judgement.team == 1.0
     attribution = workflow.attribute(episode, 0)
-    assert attribution.decisions == {"reasoner_0": REVISE, "reasoner_1": HOLD, "reasoner_2": HOLD,
-                                     "tool_user_0": HOLD, "tool_user_1": HOLD, "tool_user_2": HOLD}
+    assert attribution.decisions == {
+        "reasoner_0": REVISE,
+        "reasoner_1": HOLD,
+        "reasoner_2": HOLD,
+        "tool_user_0": HOLD,
+        "tool_user_1": HOLD,
+        "tool_user_2": HOLD,
+    }
 
     workflow = make_workflow("mas", "math", agents_per_role=2, timeout=10.0)
-    texts = {"reasoner_0": reasoning("2"), "reasoner_1": reasoning("1/2"),
-             "tool_user_0": program("print(3 / 6)"), "tool_user_1": program("print(1 / 2)")}
+    texts = {
+        "reasoner_0": reasoning("2"),
+        "reasoner_1": reasoning("1/2"),
+        "tool_user_0": program("print(3 / 6)"),
+        "tool_user_1": program("print(1 / 2)"),
+    }
     judgement = workflow.judge(play(workflow, [texts]))
     assert judgement.submission == "2" and judgement.team == 0.0
 

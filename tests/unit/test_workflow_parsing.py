@@ -58,7 +58,11 @@ def test_truncated_block_after_a_complete_one_is_still_truncated():
 
 def test_fenced_blocks_keep_tags_bodies_and_closure():
     blocks = fenced_blocks("a\n```Input\n1 2\n```\n  ```output extra\n3\n```\n```python\nx")
-    assert [(b.tag, b.body, b.closed) for b in blocks] == [("input", "1 2", True), ("output", "3", True), ("python", "x", False)]
+    assert [(b.tag, b.body, b.closed) for b in blocks] == [
+        ("input", "1 2", True),
+        ("output", "3", True),
+        ("python", "x", False),
+    ]
 
 
 def test_test_case_parses_last_input_and_output_blocks():

@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 from verl_masopd.workflows import make_workflow
-from verl_masopd.workflows.problem import Problem, TestCase as Case
+from verl_masopd.workflows.problem import Problem
+from verl_masopd.workflows.problem import TestCase as Case
 from verl_masopd.workflows.single import SA_CODER_INSTRUCTION, SA_REASONER_INSTRUCTION
 
 MATH_PROBLEM = Problem(uid="half", domain="math", statement="What is 3 divided by 6?", answer="1/2")

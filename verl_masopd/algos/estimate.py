@@ -70,7 +70,9 @@ def _estimator_inputs(data: DataProto, algorithm: DictConfig, name: str) -> dict
                 inputs[student_field] = data.batch[student_field]
     if name == "cure":
         if "cure_matrices" not in data.meta_info:
-            raise ValueError("algorithm.adv_estimator=cure needs meta_info['cure_matrices'] (one ExecutionMatrix per uid)")
+            raise ValueError(
+                "algorithm.adv_estimator=cure needs meta_info['cure_matrices'] (one ExecutionMatrix per uid)"
+            )
         inputs["cure_matrices"] = data.meta_info["cure_matrices"]
     if name == "grpo":
         group_by = read_options(algorithm, "grpo", GrpoOptions).group_by
@@ -90,10 +92,14 @@ def compute_advantages(data: DataProto, config: DictConfig) -> DataProto:
     metrics = {}
     if name == "cure":
         _, kept = cure_row_advantages(
-            data.non_tensor_batch["uid"], data.non_tensor_batch["episode_id"], data.non_tensor_batch["role"],
+            data.non_tensor_batch["uid"],
+            data.non_tensor_batch["episode_id"],
+            data.non_tensor_batch["role"],
             data.meta_info["cure_matrices"],
         )
-        data.batch["response_mask"] = response_mask * kept.to(response_mask.device).unsqueeze(-1).to(response_mask.dtype)
+        data.batch["response_mask"] = response_mask * kept.to(response_mask.device).unsqueeze(-1).to(
+            response_mask.dtype
+        )
         metrics["cure/dropped_rows"] = int((~kept).sum())
     mask = data.batch["response_mask"].bool()
     metrics[f"{name}/advantage_mean"] = float(advantages[mask].mean()) if mask.any() else 0.0

@@ -42,7 +42,9 @@ class MarftCritic:
         self.optimizer = torch.optim.Adam(self.head.parameters(), lr=options.critic_lr)
 
     @classmethod
-    def from_pretrained(cls, model_path: str, options: MarftOptions, dtype: torch.dtype = torch.float32) -> "MarftCritic":
+    def from_pretrained(
+        cls, model_path: str, options: MarftOptions, dtype: torch.dtype = torch.float32
+    ) -> "MarftCritic":
         return cls(AutoModel.from_pretrained(model_path, dtype=dtype), options)
 
     @torch.no_grad()

@@ -101,5 +101,7 @@ def compute_opd_advantage(
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A_k = s_k = ℓT_k(r) − ℓS_k."""
-    advantages = opd_signal(teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), response_mask.float())
+    advantages = opd_signal(
+        teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), response_mask.float()
+    )
     return advantages, advantages

@@ -47,7 +47,9 @@ def place_on_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> to
     A row with an empty response keeps its score on position 0, so no reward is lost.
     """
     mask = response_mask.bool()
-    last = torch.where(mask.any(dim=-1), mask.long().cumsum(dim=-1).argmax(dim=-1), torch.zeros_like(scores, dtype=torch.long))
+    last = torch.where(
+        mask.any(dim=-1), mask.long().cumsum(dim=-1).argmax(dim=-1), torch.zeros_like(scores, dtype=torch.long)
+    )
     token_rewards = torch.zeros(mask.shape, dtype=torch.float32, device=scores.device)
     token_rewards[torch.arange(mask.shape[0]), last] = scores.float()
     return token_rewards

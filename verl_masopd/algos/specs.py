@@ -55,44 +55,108 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
     spec.name: spec
     for spec in (
         EstimatorSpec(
-            "masopd", frozenset({"mas"}), frozenset({"code", "math"}), ALL_SHARING,
-            needs_teacher=True, needs_critic=False, needs_reference=False, tree_sampling=False,
-            joint_batch=False, uses_local_reward=None, policy_loss="vanilla", loss_agg_mode="token-mean",
-            options=("masopd", MasopdOptions), required_keys=("teacher.model_path",),
-        ),
-        EstimatorSpec(
-            "opd", frozenset({"mas", "sa"}), frozenset({"code", "math"}), ALL_SHARING,
-            needs_teacher=True, needs_critic=False, needs_reference=False, tree_sampling=False,
-            joint_batch=False, uses_local_reward=None, policy_loss="vanilla", loss_agg_mode="token-mean",
+            "masopd",
+            frozenset({"mas"}),
+            frozenset({"code", "math"}),
+            ALL_SHARING,
+            needs_teacher=True,
+            needs_critic=False,
+            needs_reference=False,
+            tree_sampling=False,
+            joint_batch=False,
+            uses_local_reward=None,
+            policy_loss="vanilla",
+            loss_agg_mode="token-mean",
+            options=("masopd", MasopdOptions),
             required_keys=("teacher.model_path",),
         ),
         EstimatorSpec(
-            "grpo", frozenset({"mas", "sa"}), frozenset({"code", "math"}), ALL_SHARING,
-            needs_teacher=False, needs_critic=False, needs_reference=False, tree_sampling=False,
-            joint_batch=False, uses_local_reward=True, policy_loss="vanilla", loss_agg_mode="token-mean",
+            "opd",
+            frozenset({"mas", "sa"}),
+            frozenset({"code", "math"}),
+            ALL_SHARING,
+            needs_teacher=True,
+            needs_critic=False,
+            needs_reference=False,
+            tree_sampling=False,
+            joint_batch=False,
+            uses_local_reward=None,
+            policy_loss="vanilla",
+            loss_agg_mode="token-mean",
+            required_keys=("teacher.model_path",),
+        ),
+        EstimatorSpec(
+            "grpo",
+            frozenset({"mas", "sa"}),
+            frozenset({"code", "math"}),
+            ALL_SHARING,
+            needs_teacher=False,
+            needs_critic=False,
+            needs_reference=False,
+            tree_sampling=False,
+            joint_batch=False,
+            uses_local_reward=True,
+            policy_loss="vanilla",
+            loss_agg_mode="token-mean",
             options=("grpo", GrpoOptions),
         ),
         EstimatorSpec(
-            "magrpo", frozenset({"mas"}), frozenset({"code", "math"}), frozenset({"role", "agent"}),
-            needs_teacher=False, needs_critic=False, needs_reference=False, tree_sampling=False,
-            joint_batch=False, uses_local_reward=False, policy_loss="gpg", loss_agg_mode="seq-mean-token-sum",
+            "magrpo",
+            frozenset({"mas"}),
+            frozenset({"code", "math"}),
+            frozenset({"role", "agent"}),
+            needs_teacher=False,
+            needs_critic=False,
+            needs_reference=False,
+            tree_sampling=False,
+            joint_batch=False,
+            uses_local_reward=False,
+            policy_loss="gpg",
+            loss_agg_mode="seq-mean-token-sum",
             options=("magrpo", MagrpoOptions),
         ),
         EstimatorSpec(
-            "marft", frozenset({"mas"}), frozenset({"code", "math"}), frozenset({"role", "agent"}),
-            needs_teacher=False, needs_critic=True, needs_reference=False, tree_sampling=False,
-            joint_batch=True, uses_local_reward=True, policy_loss="marft", loss_agg_mode="seq-mean-token-mean",
+            "marft",
+            frozenset({"mas"}),
+            frozenset({"code", "math"}),
+            frozenset({"role", "agent"}),
+            needs_teacher=False,
+            needs_critic=True,
+            needs_reference=False,
+            tree_sampling=False,
+            joint_batch=True,
+            uses_local_reward=True,
+            policy_loss="marft",
+            loss_agg_mode="seq-mean-token-mean",
             options=("marft", MarftOptions),
         ),
         EstimatorSpec(
-            "cure", frozenset({"mas"}), frozenset({"code"}), frozenset({"shared"}),
-            needs_teacher=False, needs_critic=False, needs_reference=True, tree_sampling=False,
-            joint_batch=False, uses_local_reward=None, policy_loss="vanilla", loss_agg_mode="token-mean",
+            "cure",
+            frozenset({"mas"}),
+            frozenset({"code"}),
+            frozenset({"shared"}),
+            needs_teacher=False,
+            needs_critic=False,
+            needs_reference=True,
+            tree_sampling=False,
+            joint_batch=False,
+            uses_local_reward=None,
+            policy_loss="vanilla",
+            loss_agg_mode="token-mean",
         ),
         EstimatorSpec(
-            "at_grpo", frozenset({"mas"}), frozenset({"code", "math"}), ALL_SHARING,
-            needs_teacher=False, needs_critic=False, needs_reference=False, tree_sampling=True,
-            joint_batch=False, uses_local_reward=True, policy_loss="vanilla", loss_agg_mode="token-mean",
+            "at_grpo",
+            frozenset({"mas"}),
+            frozenset({"code", "math"}),
+            ALL_SHARING,
+            needs_teacher=False,
+            needs_critic=False,
+            needs_reference=False,
+            tree_sampling=True,
+            joint_batch=False,
+            uses_local_reward=True,
+            policy_loss="vanilla",
+            loss_agg_mode="token-mean",
         ),
     )
 }
@@ -124,7 +188,9 @@ def _select(config: DictConfig, key: str) -> Any:
 def _check_choice(config: DictConfig, key: str, allowed: frozenset[str], name: str) -> None:
     value = _select(config, key)
     if value is not None and value not in allowed:
-        raise ValueError(f"{key}={value!r} cannot be used with algorithm.adv_estimator={name}; allowed: {sorted(allowed)}")
+        raise ValueError(
+            f"{key}={value!r} cannot be used with algorithm.adv_estimator={name}; allowed: {sorted(allowed)}"
+        )
 
 
 def validate_estimator_config(config: DictConfig) -> EstimatorSpec:
@@ -144,7 +210,9 @@ def validate_estimator_config(config: DictConfig) -> EstimatorSpec:
 
     tree_sampling = bool(_select(config, "rollout.tree_sampling"))
     if tree_sampling != spec.tree_sampling:
-        raise ValueError(f"rollout.tree_sampling must be {str(spec.tree_sampling).lower()} with algorithm.adv_estimator={name}")
+        raise ValueError(
+            f"rollout.tree_sampling must be {str(spec.tree_sampling).lower()} with algorithm.adv_estimator={name}"
+        )
     if _select(config, "algorithm.use_kl_in_reward"):
         raise ValueError(f"algorithm.use_kl_in_reward must be false with algorithm.adv_estimator={name}")
 
@@ -152,7 +220,8 @@ def validate_estimator_config(config: DictConfig) -> EstimatorSpec:
         value = _select(config, f"actor_rollout_ref.actor.{key}")
         if value is not None and value != expected:
             raise ValueError(
-                f"actor_rollout_ref.actor.{key}={value!r} contradicts algorithm.adv_estimator={name}, which needs {expected!r}"
+                f"actor_rollout_ref.actor.{key}={value!r} contradicts algorithm.adv_estimator={name}, "
+                f"which needs {expected!r}"
             )
 
     read_options(algorithm, "reward", RewardWeights)

@@ -34,8 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m verl_masopd.eval", description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="parquet file in the project's row schema")
     p.add_argument("--model", required=True, help="HF checkpoint path used by every role (and its tokenizer)")
-    p.add_argument("--role-model", action="append", default=[], metavar="ROLE=PATH",
-                   help="another checkpoint for one role (repeatable)")
+    p.add_argument(
+        "--role-model",
+        action="append",
+        default=[],
+        metavar="ROLE=PATH",
+        help="another checkpoint for one role (repeatable)",
+    )
     p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
     p.add_argument("--horizon", type=int, default=4)
     p.add_argument("--agents-per-role", type=int, default=1)
@@ -88,13 +93,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     dtype = getattr(torch, args.dtype)
-    loaded = {path: HFBackend(path, dtype=dtype, seed=args.seed) for path in dict.fromkeys([args.model, *paths.values()])}
+    loaded = {
+        path: HFBackend(path, dtype=dtype, seed=args.seed) for path in dict.fromkeys([args.model, *paths.values()])
+    }
     backends = {role: loaded[path] for role, path in paths.items()}
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with RolloutManager(workflow, backends, loaded[args.model].tokenizer, policy_sharing="role",
-                        sampling=sampling) as manager, tqdm(total=len(problems) * args.k, unit="episode") as bar:
+    with (
+        RolloutManager(
+            workflow, backends, loaded[args.model].tokenizer, policy_sharing="role", sampling=sampling
+        ) as manager,
+        tqdm(total=len(problems) * args.k, unit="episode") as bar,
+    ):
         records = asyncio.run(evaluate(manager, problems, args.k, args.batch_size, lambda _: bar.update()))
     with open(out / "records.jsonl", "w") as f:
         for record in records:

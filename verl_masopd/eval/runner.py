@@ -20,10 +20,10 @@ async def evaluate(
     """Records of `problems` in order, played `batch_size` problems at a time, k episodes each."""
     records = []
     for start in range(0, len(problems), batch_size):
-        chunk = problems[start:start + batch_size]
+        chunk = problems[start : start + batch_size]
         results = await manager.run(chunk, group_size=k, on_episode_done=on_episode_done)
         for i, problem in enumerate(chunk):
-            records.append(problem_record(manager.workflow, problem, results[i * k:(i + 1) * k]))
+            records.append(problem_record(manager.workflow, problem, results[i * k : (i + 1) * k]))
     return records
 
 
@@ -44,15 +44,17 @@ def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
     turns = []
     for turn in episode.turns:
         attribution = None if turn.agreed else workflow.attribute(episode, turn.index)
-        turns.append({
-            "turn": turn.index,
-            "outputs": {name: action.text for name, action in turn.actions.items()},
-            "parse_errors": {name: action.error for name, action in turn.actions.items() if action.error},
-            "report": turn.report,
-            "agreed": turn.agreed,
-            "verdicts": None if attribution is None else attribution.verdicts,
-            "verifier": turn.verifier,
-        })
+        turns.append(
+            {
+                "turn": turn.index,
+                "outputs": {name: action.text for name, action in turn.actions.items()},
+                "parse_errors": {name: action.error for name, action in turn.actions.items() if action.error},
+                "report": turn.report,
+                "agreed": turn.agreed,
+                "verdicts": None if attribution is None else attribution.verdicts,
+                "verifier": turn.verifier,
+            }
+        )
     return {
         "episode_id": result.episode_id,
         "correct": judgement.correct,

@@ -55,10 +55,18 @@ def apply_cpu_engine_patches() -> None:
         return
     import verl.utils.distributed as distributed
 
-    _rebind("verl", "initialize_global_process_group", distributed.initialize_global_process_group,
-            _initialize_global_process_group)
-    _rebind("verl", "initialize_global_process_group_ray", distributed.initialize_global_process_group_ray,
-            _initialize_global_process_group_ray)
+    _rebind(
+        "verl",
+        "initialize_global_process_group",
+        distributed.initialize_global_process_group,
+        _initialize_global_process_group,
+    )
+    _rebind(
+        "verl",
+        "initialize_global_process_group_ray",
+        distributed.initialize_global_process_group_ray,
+        _initialize_global_process_group_ray,
+    )
 
     import verl.workers.engine_workers  # noqa: F401  (binds the patched initialiser by name)
     from verl.workers.engine.base import EngineRegistry
@@ -69,8 +77,10 @@ def apply_cpu_engine_patches() -> None:
             super().__init__(pin_memory=False)
 
     transformer_impl.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
-    for model_type, engine_cls in (("language_model", transformer_impl.FSDPEngineWithLMHead),
-                                   ("value_model", transformer_impl.FSDPEngineWithValueHead)):
+    for model_type, engine_cls in (
+        ("language_model", transformer_impl.FSDPEngineWithLMHead),
+        ("value_model", transformer_impl.FSDPEngineWithValueHead),
+    ):
         for backend in ("fsdp", "fsdp2"):
             if "cpu" not in EngineRegistry._engines[model_type][backend]:
                 EngineRegistry.register(model_type=model_type, backend=backend, device="cpu")(engine_cls)

@@ -52,8 +52,8 @@ def to_dataproto(
     response_mask = torch.zeros((B, R), dtype=torch.long)
     log_prob_t = torch.zeros((B, R), dtype=torch.float32)
     for b, (p, y, lp) in enumerate(zip(prompts, responses, log_probs, strict=True)):
-        prompt_t[b, P - len(p):] = torch.tensor(p, dtype=torch.long)
-        prompt_mask[b, P - len(p):] = 1
+        prompt_t[b, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+        prompt_mask[b, P - len(p) :] = 1
         response_t[b, : len(y)] = torch.tensor(y, dtype=torch.long)
         response_mask[b, : len(y)] = 1
         log_prob_t[b, : len(lp)] = torch.tensor(lp, dtype=torch.float32)

@@ -36,7 +36,9 @@ class HFBackend:
     def __init__(self, model_path: str, *, dtype: torch.dtype = torch.float32, seed: int = 0, max_batch_size: int = 64):
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval()
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.pad_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
         self.eos_ids = _eos_ids(self.model.generation_config.eos_token_id, self.tokenizer.eos_token_id)
         if not self.eos_ids:
             raise ValueError(f"{model_path}: neither the generation config nor the tokenizer names an eos token")
@@ -52,7 +54,7 @@ class HFBackend:
         out: list[Generation] = []
         with self._lock:
             for start in range(0, len(prompts), self.max_batch_size):
-                out.extend(self._generate_batch(prompts[start:start + self.max_batch_size], sampling))
+                out.extend(self._generate_batch(prompts[start : start + self.max_batch_size], sampling))
         return out
 
     def update_weights(self, state_dict: dict, version: int) -> None:
@@ -76,15 +78,19 @@ class HFBackend:
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
         for b, p in enumerate(prompts):
-            input_ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attention_mask[b, width - len(p):] = 1
+            input_ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attention_mask[b, width - len(p) :] = 1
         greedy = sampling.temperature <= 0
-        sampling_kwargs = {"do_sample": False} if greedy else {
-            "do_sample": True,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k if sampling.top_k > 0 else 0,
-        }
+        sampling_kwargs = (
+            {"do_sample": False}
+            if greedy
+            else {
+                "do_sample": True,
+                "temperature": sampling.temperature,
+                "top_p": sampling.top_p,
+                "top_k": sampling.top_k if sampling.top_k > 0 else 0,
+            }
+        )
         self._calls += 1
         # Sampling draws from torch's global generator: seed it per call, without disturbing its state outside.
         with torch.random.fork_rng(devices=[]):

@@ -91,8 +91,10 @@ class RolloutManager:
         needed = policies_of(workflow.agents, policy_sharing)
         missing = [p for p in needed if p not in backends]
         if missing:
-            raise ValueError(f"no generation backend for policies {missing} (policy_sharing={policy_sharing!r}, "
-                             f"backends given: {sorted(backends)})")
+            raise ValueError(
+                f"no generation backend for policies {missing} (policy_sharing={policy_sharing!r}, "
+                f"backends given: {sorted(backends)})"
+            )
         if max_retries < 0:
             raise ValueError(f"rollout.max_retries must be >= 0, got {max_retries}")
         self.workflow = workflow
@@ -129,8 +131,11 @@ class RolloutManager:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         check_unique_uids(problems)
-        lives = [_Live(self.new_episode_id(p.uid), p.uid, self.workflow.reset(p))
-                 for p in problems for _ in range(group_size)]
+        lives = [
+            _Live(self.new_episode_id(p.uid), p.uid, self.workflow.reset(p))
+            for p in problems
+            for _ in range(group_size)
+        ]
         results: dict[int, EpisodeResult] = {}
 
         async def finish(i: int, live: _Live) -> None:
@@ -145,8 +150,11 @@ class RolloutManager:
         active = list(enumerate(lives))
         while active:
             turn = len(active[0][1].episode.turns)
-            requests = [Request(i, a, policy_of(a, self.policy_sharing), self.context_ids(live.episode, a, turn))
-                        for i, live in active for a in live.episode.agents]
+            requests = [
+                Request(i, a, policy_of(a, self.policy_sharing), self.context_ids(live.episode, a, turn))
+                for i, live in active
+                for a in live.episode.agents
+            ]
             generations = await self.generate(requests)
             actions: dict[int, dict[str, Action]] = {i: {} for i, _ in active}
             for request, gen in zip(requests, generations, strict=True):
@@ -173,7 +181,7 @@ class RolloutManager:
         ids = encode_messages(self.tokenizer, self.workflow.render(episode, agent, turn))
         if self.max_prompt_len is not None and len(ids) > self.max_prompt_len:
             self.metrics.truncated_prompts += 1
-            ids = ids[-self.max_prompt_len:]
+            ids = ids[-self.max_prompt_len :]
         return ids
 
     def action_of(self, agent: Agent, generation: Generation) -> Action:
@@ -182,16 +190,29 @@ class RolloutManager:
 
     @staticmethod
     def sample_of(episode_id: str, group_id: str, branch: int, turn: int, request: Request, gen: Generation) -> Sample:
-        return Sample(episode_id, group_id, branch, turn, request.agent.name, request.agent.role, request.policy,
-                      list(request.prompt_ids), list(gen.token_ids), list(gen.log_probs), gen.finish_reason)
+        return Sample(
+            episode_id,
+            group_id,
+            branch,
+            turn,
+            request.agent.name,
+            request.agent.role,
+            request.policy,
+            list(request.prompt_ids),
+            list(gen.token_ids),
+            list(gen.log_probs),
+            gen.finish_reason,
+        )
 
     async def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
         """`workflow.step` in the thread pool; checks the workflow ends episodes at its horizon."""
         loop = asyncio.get_running_loop()
         turn = await loop.run_in_executor(self._pool, self.workflow.step, episode, actions)
         if not episode.done and len(episode.turns) >= self.workflow.horizon:
-            raise RuntimeError(f"workflow {self.workflow.name!r} did not end the episode of {episode.problem.uid} "
-                               f"at its horizon {self.workflow.horizon}")
+            raise RuntimeError(
+                f"workflow {self.workflow.name!r} did not end the episode of {episode.problem.uid} "
+                f"at its horizon {self.workflow.horizon}"
+            )
         return turn
 
     async def judge(self, episode: Episode) -> Judgement:
@@ -223,8 +244,9 @@ class RolloutManager:
             self.metrics.generation_calls += 1
             start = time.perf_counter()
             try:
-                gens = await asyncio.wait_for(backend.generate([prompts[i] for i in pending], self.sampling),
-                                              self.generation_timeout_s)
+                gens = await asyncio.wait_for(
+                    backend.generate([prompts[i] for i in pending], self.sampling), self.generation_timeout_s
+                )
                 if len(gens) != len(pending):
                     raise ValueError(f"backend returned {len(gens)} generations for {len(pending)} prompts")
             except Exception as e:  # a backend failure of any kind must not end the rollout: retry, then record

@@ -80,16 +80,25 @@ class TreeSampler:
         for tree, final in zip(trees, judgements, strict=True):
             for k in range(K):
                 judgement = Judgement(final.correct, final.team, final.submission, dict(tree.local[k]))
-                results.append(EpisodeResult(tree.episode_ids[k], tree.problem.uid, tree.episode, tree.samples[k],
-                                             judgement, tree.failed[k]))
+                results.append(
+                    EpisodeResult(
+                        tree.episode_ids[k], tree.problem.uid, tree.episode, tree.samples[k], judgement, tree.failed[k]
+                    )
+                )
         m.metrics.episodes += len(results)
         return results
 
     def _new_tree(self, problem: Problem) -> _Tree:
         K = self.branches
         base_id = self.manager.new_episode_id(problem.uid)
-        return _Tree(problem, self.manager.workflow.reset(problem), [[] for _ in range(K)],
-                     [{} for _ in range(K)], [0] * K, [f"{base_id}/b{k}" for k in range(K)])
+        return _Tree(
+            problem,
+            self.manager.workflow.reset(problem),
+            [[] for _ in range(K)],
+            [{} for _ in range(K)],
+            [0] * K,
+            [f"{base_id}/b{k}" for k in range(K)],
+        )
 
     async def _advance(self, tree: _Tree, turn: int, branch_actions: list[dict[str, Action]]) -> None:
         """Judge every branch on its own copy of E, then commit each agent's best branch to E."""

@@ -32,8 +32,9 @@ class VerlServerBackend:
     """`client`: verl's server-manager client (`LLMServerManager.get_client()`);
     `checkpoint_manager`: verl's `CheckpointEngineManager` for this policy (None: weights fixed)."""
 
-    def __init__(self, client, eos_ids: list[int], *, checkpoint_manager=None, version: int | None = None,
-                 name: str = "policy"):
+    def __init__(
+        self, client, eos_ids: list[int], *, checkpoint_manager=None, version: int | None = None, name: str = "policy"
+    ):
         if not eos_ids:
             raise ValueError("VerlServerBackend needs the tokenizer's eos ids")
         self.client = client

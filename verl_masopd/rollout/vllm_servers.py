@@ -24,8 +24,9 @@ def with_server_prefix(base: type, server_prefix: str) -> type:
     def _get_server_name_prefix(self) -> str:
         return server_prefix
 
-    return type(f"{base.__name__}_{server_prefix.strip('_')}", (base,),
-                {"_get_server_name_prefix": _get_server_name_prefix})
+    return type(
+        f"{base.__name__}_{server_prefix.strip('_')}", (base,), {"_get_server_name_prefix": _get_server_name_prefix}
+    )
 
 
 class PolicyServerManager(LLMServerManager):
@@ -35,8 +36,16 @@ class PolicyServerManager(LLMServerManager):
     `vLLMReplica`, which imports vllm).
     """
 
-    def __init__(self, config, worker_group=None, rollout_resource_pool=None, *, server_prefix: str,
-                 replica_class: type | None = None, **kwargs):
+    def __init__(
+        self,
+        config,
+        worker_group=None,
+        rollout_resource_pool=None,
+        *,
+        server_prefix: str,
+        replica_class: type | None = None,
+        **kwargs,
+    ):
         rollout = config.actor_rollout_ref.rollout
         base = replica_class or get_rollout_replica_class(rollout.name, disaggregation_enabled=False)
         self.rollout_replica_class = with_server_prefix(base, server_prefix)

@@ -14,9 +14,10 @@ drops to the run's unprivileged uid, replaces the environment and executes main.
 `__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
 run, its globals released so that their finalizers run, streams flushed, the same exit status)
 but skips the interpreter's teardown of the zygote's modules, which would copy most of the
-zygote's memory page by page. The supervisor reaps every process orphaned under it; once the program has exited, or the channel
-asks it to stop (or closes), it kills every remaining process of the run (all processes of the
-uid, or its own children when unprivileged), reaps them and sends the program's wait status.
+zygote's memory page by page. The supervisor reaps every process orphaned under it; once the
+program has exited, or the channel asks it to stop (or closes), it kills every remaining process
+of the run (all processes of the uid, or its own children when unprivileged), reaps them and
+sends the program's wait status.
 """
 
 import atexit

@@ -46,7 +46,7 @@ def fit_context(context_ids: list[int], response_len: int, max_length: int) -> t
     if cut <= 0:
         return list(context_ids), 0
     head = budget // 2
-    return list(context_ids[:head]) + list(context_ids[len(context_ids) - (budget - head):]), cut
+    return list(context_ids[:head]) + list(context_ids[len(context_ids) - (budget - head) :]), cut
 
 
 class TeacherContextBuilder:

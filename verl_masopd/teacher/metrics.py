@@ -1,11 +1,11 @@
 """Teacher metrics per step and per role (METHOD.md §3 notation, token means over response_mask).
 
-    teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q)   (κ ≥ 1 only)
-    teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
-    teacher/{r}/privileged_share  share of role r's turns whose teacher context had a PAC block
-    teacher/tokens_per_response, teacher/truncations, teacher/truncated_tokens (from scoring)
-    teacher/attribution_model_calls, teacher/attribution_fallbacks,
-    teacher/attribution_unavailable (checks that could not run: no privileged block)
+teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q)   (κ ≥ 1 only)
+teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
+teacher/{r}/privileged_share  share of role r's turns whose teacher context had a PAC block
+teacher/tokens_per_response, teacher/truncations, teacher/truncated_tokens (from scoring)
+teacher/attribution_model_calls, teacher/attribution_fallbacks,
+teacher/attribution_unavailable (checks that could not run: no privileged block)
 """
 
 from __future__ import annotations

@@ -115,7 +115,12 @@ class TeacherScoring:
         roles = self.builder.workflow.roles
         contexts: list[list[TeacherContext]] = [[] for _ in range(1 + self.kappa)]
         for b in rows:
-            eid, agent, turn, role = str(nt["episode_id"][b]), str(nt["agent"][b]), int(nt["turn"][b]), str(nt["role"][b])
+            eid, agent, turn, role = (
+                str(nt["episode_id"][b]),
+                str(nt["agent"][b]),
+                int(nt["turn"][b]),
+                str(nt["role"][b]),
+            )
             if eid not in episodes:
                 raise ValueError(f"batch row {b}: episode {eid!r} is not among the recorded episodes")
             attribution = attributions.previous(eid, turn) if (self.pac_enable and attributions) else None

@@ -39,6 +39,7 @@ class ServerTeacherScorer:
         scored = [int(row[0]) for row in token_ids]
         if scored != list(request.response_ids):
             raise RuntimeError(
-                f"teacher server scored tokens {scored[:8]}... where the response has {list(request.response_ids)[:8]}..."
+                f"teacher server scored tokens {scored[:8]}... where the response has "
+                f"{list(request.response_ids)[:8]}..."
             )
         return [float(row[0]) for row in log_probs]

@@ -208,7 +208,9 @@ def verl_algo_config(cfg: DictConfig) -> AlgoConfig:
         return omega_conf_to_dataclass(OmegaConf.create(algorithm), AlgoConfig)
     except ConfigKeyError as e:
         known = sorted(ESTIMATOR_SECTIONS)
-        raise ConfigError(f"algorithm.{e.full_key}: unknown key (not in verl's AlgoConfig nor one of {known})") from None
+        raise ConfigError(
+            f"algorithm.{e.full_key}: unknown key (not in verl's AlgoConfig nor one of {known})"
+        ) from None
 
 
 def _read_section(cfg: DictConfig, key: str, schema: type):

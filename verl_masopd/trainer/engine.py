@@ -99,8 +99,10 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
         use_torch_compile=False,
         seed=settings.seed,
     )
-    optimizer = None if settings.forward_only else FSDPOptimizerConfig(
-        lr=settings.lr, weight_decay=settings.weight_decay, clip_grad=settings.grad_clip
+    optimizer = (
+        None
+        if settings.forward_only
+        else FSDPOptimizerConfig(lr=settings.lr, weight_decay=settings.weight_decay, clip_grad=settings.grad_clip)
     )
     checkpoint = CheckpointConfig(
         save_contents=["model", "optimizer", "extra", "hf_model"], load_contents=["model", "optimizer", "extra"]
@@ -114,9 +116,17 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
     )
 
 
-def policy_loss(loss_mode: str = "vanilla", *, clip_ratio: float = 0.2, clip_ratio_high: float | None = None,
-                loss_agg_mode: str = "token-mean", entropy_coeff: float = 0.0, use_kl_loss: bool = False,
-                kl_loss_coef: float = 0.001, kl_loss_type: str = "low_var_kl"):
+def policy_loss(
+    loss_mode: str = "vanilla",
+    *,
+    clip_ratio: float = 0.2,
+    clip_ratio_high: float | None = None,
+    loss_agg_mode: str = "token-mean",
+    entropy_coeff: float = 0.0,
+    use_kl_loss: bool = False,
+    kl_loss_coef: float = 0.001,
+    kl_loss_type: str = "low_var_kl",
+):
     """verl's `ppo_loss` with the policy loss registered as `loss_mode` (verl's or this project's).
 
     It reads old_log_probs and advantages from the batch, and ref_log_prob when `use_kl_loss`
@@ -236,8 +246,16 @@ class PolicyEngine:
         log_probs = no_padding_2_padding(tu.get(output, "log_probs"), td).float()
         return log_probs * batch.batch["response_mask"].to(log_probs.dtype)
 
-    def train_mini_batch(self, batch: DataProto, loss_fn, *, mini_batch_size: int | None = None, epochs: int = 1,
-                         temperature: float = 1.0, shuffle: bool = False) -> dict:
+    def train_mini_batch(
+        self,
+        batch: DataProto,
+        loss_fn,
+        *,
+        mini_batch_size: int | None = None,
+        epochs: int = 1,
+        temperature: float = 1.0,
+        shuffle: bool = False,
+    ) -> dict:
         """One pass of `epochs` x (B / mini_batch_size) optimizer steps with `loss_fn` (see `policy_loss`).
 
         The batch carries advantages [B, R] and old_log_probs [B, R]; without old_log_probs the
@@ -256,8 +274,14 @@ class PolicyEngine:
         if len(batch) % size:
             raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {size}")
         tu.assign_non_tensor(
-            td, calculate_entropy=False, compute_loss=True, global_batch_size=size, mini_batch_size=size,
-            epochs=epochs, seed=self.settings.seed, dataloader_kwargs={"shuffle": shuffle},
+            td,
+            calculate_entropy=False,
+            compute_loss=True,
+            global_batch_size=size,
+            mini_batch_size=size,
+            epochs=epochs,
+            seed=self.settings.seed,
+            dataloader_kwargs={"shuffle": shuffle},
         )
         if loss_fn is not self._loss_fn:
             self._call("set_loss_fn", loss_fn)

@@ -41,11 +41,15 @@ def select_generation_path(cfg: DictConfig, *, gpus: int | None = None, vllm_imp
     if vllm_importable is None:
         vllm_importable = importlib.util.find_spec("vllm") is not None
     if gpus < 1:
-        raise ConfigError(f"{NAME_KEY}={VLLM} with trainer.device={cfg.trainer.device} needs GPUs, but torch sees "
-                          f"none; use {NAME_KEY}={HF} or trainer.device=cpu (preset=cpu) on this machine")
+        raise ConfigError(
+            f"{NAME_KEY}={VLLM} with trainer.device={cfg.trainer.device} needs GPUs, but torch sees "
+            f"none; use {NAME_KEY}={HF} or trainer.device=cpu (preset=cpu) on this machine"
+        )
     if not vllm_importable:
         raise ConfigError(f"{NAME_KEY}={VLLM}: the vllm package cannot be imported; install it or use {NAME_KEY}={HF}")
     if cfg.engines.placement != "ray":
-        raise ConfigError(f"engines.placement={cfg.engines.placement}: {NAME_KEY}={VLLM} runs each policy's vLLM "
-                          "servers on its Ray worker group and needs engines.placement=ray")
+        raise ConfigError(
+            f"engines.placement={cfg.engines.placement}: {NAME_KEY}={VLLM} runs each policy's vLLM "
+            "servers on its Ray worker group and needs engines.placement=ray"
+        )
     return VLLM

@@ -101,20 +101,29 @@ def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn,
     from verl.utils.config import omega_conf_to_dataclass
 
     config = serving.config
-    pool = RayResourcePool(process_on_nodes=list(serving.gpus_per_node), use_gpu=True, name_prefix=serving.pool,
-                           max_colocate_count=3)
-    worker_cls = RayClassWithInitArgs(cls=ray.remote(PolicyActorRolloutWorker), config=config.actor_rollout_ref,
-                                      role="actor_rollout", server_prefix=serving.server_prefix)
-    group = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=worker_cls, name_prefix=serving.workers,
-                           device_name=config.trainer.device)
+    pool = RayResourcePool(
+        process_on_nodes=list(serving.gpus_per_node), use_gpu=True, name_prefix=serving.pool, max_colocate_count=3
+    )
+    worker_cls = RayClassWithInitArgs(
+        cls=ray.remote(PolicyActorRolloutWorker),
+        config=config.actor_rollout_ref,
+        role="actor_rollout",
+        server_prefix=serving.server_prefix,
+    )
+    group = RayWorkerGroup(
+        resource_pool=pool, ray_cls_with_init=worker_cls, name_prefix=serving.workers, device_name=config.trainer.device
+    )
     group.init_model()
     manager = PolicyServerManager.create(config, group, pool, server_prefix=serving.server_prefix)
     checkpoint_config = omega_conf_to_dataclass(config.actor_rollout_ref.rollout.checkpoint_engine)
-    weight_sync = ColocatedWeightSync(CheckpointEngineManager(config=checkpoint_config, actor_wg=group,
-                                                              replicas=manager.get_replicas()))
-    backend = VerlServerBackend(manager.get_client(), eos_ids_of(settings.model_path), checkpoint_manager=weight_sync,
-                                name=serving.policy)
-    policy = HybridPolicy(serving.policy, HybridPolicyEngine(settings, group, weight_sync), backend, loss_fn,
-                          num_mini_batches)
+    weight_sync = ColocatedWeightSync(
+        CheckpointEngineManager(config=checkpoint_config, actor_wg=group, replicas=manager.get_replicas())
+    )
+    backend = VerlServerBackend(
+        manager.get_client(), eos_ids_of(settings.model_path), checkpoint_manager=weight_sync, name=serving.policy
+    )
+    policy = HybridPolicy(
+        serving.policy, HybridPolicyEngine(settings, group, weight_sync), backend, loss_fn, num_mini_batches
+    )
     policy.sync(0)
     return policy

@@ -92,9 +92,13 @@ class Trainer:
         self.spec = self.run.estimator
         self.workflow = self.run.make_workflow()
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.pad_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
         domain = self.run.workflow.domain
-        self.stream = ProblemStream(read_problems(self.run.train_files, domain), cfg.data.train_batch_size, cfg.data.seed)
+        self.stream = ProblemStream(
+            read_problems(self.run.train_files, domain), cfg.data.train_batch_size, cfg.data.seed
+        )
         self.val_problems = read_problems(self.run.val_files, domain) if self.run.val_files else []
 
         engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
@@ -110,10 +114,12 @@ class Trainer:
             self.critic = MarftCritic.from_pretrained(self.run.students.path, options)
         backends = {name: p.backend for name, p in self.policies.items()}
         common = dict(policy_sharing=self.run.workflow.policy_sharing, max_prompt_len=cfg.data.max_prompt_length)
-        self.manager = RolloutManager(self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling,
-                                      **common)
-        self.val_manager = RolloutManager(self.workflow, backends, self.tokenizer, sampling=self.run.val_sampling,
-                                          **common)
+        self.manager = RolloutManager(
+            self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling, **common
+        )
+        self.val_manager = RolloutManager(
+            self.workflow, backends, self.tokenizer, sampling=self.run.val_sampling, **common
+        )
         self.checkpoint_root = Path(cfg.trainer.default_local_dir).expanduser()
         self.step = 0
 
@@ -135,8 +141,14 @@ class Trainer:
         policies = {}
         for i, name in enumerate(self.run.policies):
             path, seed = self.run.policy_path(name), self.cfg.trainer.seed + i
-            settings = EngineSettings(model_path=path, lr=actor.optim.lr, weight_decay=actor.optim.weight_decay,
-                                      grad_clip=grad_clip, dtype=self.cfg.engines.dtype, seed=seed)
+            settings = EngineSettings(
+                model_path=path,
+                lr=actor.optim.lr,
+                weight_decay=actor.optim.weight_decay,
+                grad_clip=grad_clip,
+                dtype=self.cfg.engines.dtype,
+                seed=seed,
+            )
             if self.generation == VLLM:
                 serving = plan_policy_serving(self.cfg, name, i, path)
                 policies[name] = build_vllm_policy(serving, settings, loss_fn, num_mini_batches)
@@ -147,13 +159,15 @@ class Trainer:
 
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
         """A forward-only engine (the teacher, the reference policy)."""
-        return self.placement.build(EngineSettings(model_path=model_path, forward_only=True,
-                                                   dtype=self.cfg.engines.dtype), name)
+        return self.placement.build(
+            EngineSettings(model_path=model_path, forward_only=True, dtype=self.cfg.engines.dtype), name
+        )
 
     def _build_teacher(self) -> tuple[TeacherScoring, Attributor | None]:
         """Teacher scoring under RAS role conditions, and the PAC attribution route."""
-        builder = TeacherContextBuilder(self.workflow, self.tokenizer, self.run.teacher.max_context_length,
-                                        self.run.pac.reveal_reference)
+        builder = TeacherContextBuilder(
+            self.workflow, self.tokenizer, self.run.teacher.max_context_length, self.run.pac.reveal_reference
+        )
         kappa = self.cfg.algorithm.masopd.num_contrast_roles if self.spec.name == "masopd" else 0
         scorer = EngineTeacherScorer(self._engine(self.run.teacher.model_path, "teacher"), self.pad_id)
         scoring = TeacherScoring(builder, scorer, kappa, self.run.pac.enable)
@@ -190,8 +204,9 @@ class Trainer:
         self.manager.metrics = RolloutMetrics()
         with _timed(timings, "rollout"):
             results = asyncio.run(self._rollouts(problems))
-        batch = to_dataproto(results, None, self.cfg.data.max_prompt_length, self.cfg.data.max_response_length,
-                             self.pad_id)
+        batch = to_dataproto(
+            results, None, self.cfg.data.max_prompt_length, self.cfg.data.max_response_length, self.pad_id
+        )
         rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
         metrics.update(self._rollout_metrics(results, batch))
         with _timed(timings, "log_prob"):
@@ -230,19 +245,24 @@ class Trainer:
         """Evaluation sampling on the held-out problems: accuracy, agreement per turn, turns."""
         k = 1
         records = asyncio.run(evaluate(self.val_manager, self.val_problems, k, self.cfg.data.train_batch_size))
-        return {f"val/{key}": value for key, value in summarize(records, self.run.workflow.horizon).items()
-                if isinstance(value, int | float)}
+        return {
+            f"val/{key}": value
+            for key, value in summarize(records, self.run.workflow.horizon).items()
+            if isinstance(value, int | float)
+        }
 
     def save(self) -> Path:
         """An atomic checkpoint of every policy (HF weights + optimizer), the critic head, the data
         position and the RNG states."""
-        components = {f"policy_{name}": (lambda folder, p=p: p.save(folder, self.step))
-                      for name, p in self.policies.items()}
+        components = {
+            f"policy_{name}": (lambda folder, p=p: p.save(folder, self.step)) for name, p in self.policies.items()
+        }
         if self.critic is not None:
             components["critic"] = lambda folder: torch.save(self.critic.state_dict(), folder / CRITIC_FILE)
         state = TrainerState(step=self.step, data_position=self.stream.state_dict(), config_hash=config_hash(self.cfg))
-        return save_checkpoint(self.checkpoint_root, state, self.cfg, components,
-                               self.cfg.trainer.max_actor_ckpt_to_keep)
+        return save_checkpoint(
+            self.checkpoint_root, state, self.cfg, components, self.cfg.trainer.max_actor_ckpt_to_keep
+        )
 
     def close(self) -> None:
         self.manager.close()
@@ -253,11 +273,11 @@ class Trainer:
         if path is None:
             return
         step = int(path.name.rsplit("_", 1)[-1])
-        components = {f"policy_{name}": (lambda folder, p=p: p.load(folder, step))
-                      for name, p in self.policies.items()}
+        components = {f"policy_{name}": (lambda folder, p=p: p.load(folder, step)) for name, p in self.policies.items()}
         if self.critic is not None:
             components["critic"] = lambda folder: self.critic.load_state_dict(
-                torch.load(folder / CRITIC_FILE, weights_only=False))
+                torch.load(folder / CRITIC_FILE, weights_only=False)
+            )
         state = load_checkpoint(path, components)
         self.stream.load_state_dict(state.data_position)
         self.step = state.step

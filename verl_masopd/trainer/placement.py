@@ -53,8 +53,14 @@ class EnginePlacement:
         if os.environ.get("RAY_ADDRESS"):
             ray.init(runtime_env={"env_vars": env}, include_dashboard=False)
         else:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, runtime_env={"env_vars": env},
-                     _temp_dir=tempfile.mkdtemp(prefix="ray-", dir="/tmp"), logging_level="WARNING")
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                runtime_env={"env_vars": env},
+                _temp_dir=tempfile.mkdtemp(prefix="ray-", dir="/tmp"),
+                logging_level="WARNING",
+            )
 
     def _plan(self, engines: int) -> None:
         import ray
@@ -63,8 +69,9 @@ class EnginePlacement:
 
         if get_device_name() == "cpu":
             cpus = int(ray.cluster_resources().get("CPU", 1))
-            self.shared_pool = RayResourcePool(process_on_nodes=[1], use_gpu=False,
-                                               max_colocate_count=max(1, min(engines, cpus)))
+            self.shared_pool = RayResourcePool(
+                process_on_nodes=[1], use_gpu=False, max_colocate_count=max(1, min(engines, cpus))
+            )
             return
         check_gpu_request(engines, self.gpus_per_engine, int(ray.cluster_resources().get("GPU", 0)))
 

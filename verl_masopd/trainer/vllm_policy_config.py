@@ -89,8 +89,10 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, model_path: st
         )
     per_node = min(gpus, int(cfg.trainer.n_gpus_per_node))
     if gpus % per_node:
-        raise ConfigError(f"engines.gpus_per_engine={gpus} does not fill whole nodes of "
-                          f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node} GPUs")
+        raise ConfigError(
+            f"engines.gpus_per_engine={gpus} does not fill whole nodes of "
+            f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node} GPUs"
+        )
     replicas = gpus // world
     config = copy.deepcopy(cfg)
     OmegaConf.resolve(config)

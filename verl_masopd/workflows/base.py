@@ -138,7 +138,9 @@ class Workflow(ABC):
 
     def reset(self, problem: Problem) -> Episode:
         if problem.domain != self.domain:
-            raise ValueError(f"workflow {self.name!r} serves {self.domain} problems, got {problem.domain} ({problem.uid})")
+            raise ValueError(
+                f"workflow {self.name!r} serves {self.domain} problems, got {problem.domain} ({problem.uid})"
+            )
         return Episode(problem=problem, agents=self.agents)
 
     @abstractmethod

@@ -101,8 +101,15 @@ def coder_evidence(
     total = len(problem.tests)
     code = action.fields.get("code")
     if code is None:
-        return {"build": False, "run": False, "passed": 0, "total": total, "verdict": False,
-                "reason": action.error, "visible_outputs": visible_outputs}
+        return {
+            "build": False,
+            "run": False,
+            "passed": 0,
+            "total": total,
+            "verdict": False,
+            "reason": action.error,
+            "visible_outputs": visible_outputs,
+        }
     passed = sum(
         failure(r) is None and outputs_agree(r.stdout, t.output, problem.fn_name, float_tol)
         for r, t in zip(golden, problem.tests, strict=True)
@@ -153,8 +160,11 @@ def cure_execution_matrix(
     results = batch.run(timeout)
     return [
         [
-            int(i is not None and failure(results[i]) is None
-                and outputs_agree(results[i].stdout, t.output, fn_name, float_tol))
+            int(
+                i is not None
+                and failure(results[i]) is None
+                and outputs_agree(results[i].stdout, t.output, fn_name, float_tol)
+            )
             for i, t in zip(row, columns, strict=True)
         ]
         for row in index
@@ -167,8 +177,15 @@ class CodeDomainWorkflow(PromptedWorkflow):
     domain = CODE
     default_timeout = 30.0
 
-    def __init__(self, agents_per_role: int = 1, horizon: int = 4, *, smoke_tests: int = 3,
-                 float_tol: float | None = None, **options):
+    def __init__(
+        self,
+        agents_per_role: int = 1,
+        horizon: int = 4,
+        *,
+        smoke_tests: int = 3,
+        float_tol: float | None = None,
+        **options,
+    ):
         super().__init__(agents_per_role, horizon, **options)
         if smoke_tests < 1:
             raise ValueError(f"workflow.smoke_tests must be >= 1, got {smoke_tests}")
@@ -227,30 +244,57 @@ class CodeWorkflow(CodeDomainWorkflow):
         verifier = {"agents": agents, "pairs": [{"coder": c, "tester": s, **p} for (c, s), p in pairs.items()]}
         return self.record(episode, actions, report, agreed, verifier)
 
-    def _pair(self, on_case: dict, results: list[ExecResult], coder: str, tester: str,
-              case: TestCase | None, fn_name: str | None) -> dict:
+    def _pair(
+        self,
+        on_case: dict,
+        results: list[ExecResult],
+        coder: str,
+        tester: str,
+        case: TestCase | None,
+        fn_name: str | None,
+    ) -> dict:
         if (coder, tester) not in on_case:
             return {"match": False, "output": None, "failure": None, "signature": None}
         result = results[on_case[coder, tester]]
         why = failure(result)
         match = why is None and outputs_agree(result.stdout, case.output, fn_name, self.float_tol)
-        return {"match": match, "output": shown(result.stdout, self.shown_chars), "failure": why,
-                "signature": output_signature(result)}
+        return {
+            "match": match,
+            "output": shown(result.stdout, self.shown_chars),
+            "failure": why,
+            "signature": output_signature(result),
+        }
 
-    def _tester_evidence(self, problem: Problem, case: TestCase | None, reason: str | None,
-                         run: ExecResult | None) -> dict:
+    def _tester_evidence(
+        self, problem: Problem, case: TestCase | None, reason: str | None, run: ExecResult | None
+    ) -> dict:
         if not problem.reference_solution:
-            return {"well_formed": case is not None, "valid": None, "spec": None,
-                    "verdict": None if case is not None else False, "reason": reason}
+            return {
+                "well_formed": case is not None,
+                "valid": None,
+                "spec": None,
+                "verdict": None if case is not None else False,
+                "reason": reason,
+            }
         if case is None:
             return {"well_formed": False, "valid": False, "spec": False, "verdict": False, "reason": reason}
         why = failure(run)
         if why is not None:
-            return {"well_formed": True, "valid": False, "spec": False, "verdict": False,
-                    "reason": f"the reference solution fails on this input: {why}"}
+            return {
+                "well_formed": True,
+                "valid": False,
+                "spec": False,
+                "verdict": False,
+                "reason": f"the reference solution fails on this input: {why}",
+            }
         spec = outputs_agree(run.stdout, case.output, problem.fn_name, self.float_tol)
-        return {"well_formed": True, "valid": True, "spec": spec, "verdict": spec,
-                "reason": None if spec else "the reference solution prints a different output"}
+        return {
+            "well_formed": True,
+            "valid": True,
+            "spec": spec,
+            "verdict": spec,
+            "reason": None if spec else "the reference solution prints a different output",
+        }
 
     def _report(self, actions: dict[str, Action], cases: dict, pairs: dict, agreed: bool) -> str:
         """What every agent sees next turn: each test case, its declared output, each program's result."""
@@ -259,8 +303,12 @@ class CodeWorkflow(CodeDomainWorkflow):
             if case is None:
                 parts.append(f"{s} gave no usable test case: {reason}.")
                 continue
-            lines = [f"Test case of {s}:", _fenced("input", shown(case.input, self.shown_chars)),
-                     "Declared output:", _fenced("output", shown(case.output, self.shown_chars))]
+            lines = [
+                f"Test case of {s}:",
+                _fenced("input", shown(case.input, self.shown_chars)),
+                "Declared output:",
+                _fenced("output", shown(case.output, self.shown_chars)),
+            ]
             for c in self.agents_of(CODER):
                 pair = pairs[c.name, s]
                 if "code" not in actions[c.name].fields:
@@ -271,11 +319,15 @@ class CodeWorkflow(CodeDomainWorkflow):
                     lines.append(f"{c.name}'s program printed nothing.")
                 else:
                     verdict = "matches" if pair["match"] else "does not match"
-                    lines += [f"{c.name}'s program printed:", _fenced("output", pair["output"]),
-                              f"This {verdict} the declared output."]
+                    lines += [
+                        f"{c.name}'s program printed:",
+                        _fenced("output", pair["output"]),
+                        f"This {verdict} the declared output.",
+                    ]
             parts.append("\n".join(lines))
-        parts.append("Every program agrees with every test case." if agreed
-                     else "The programs and the test cases disagree.")
+        parts.append(
+            "Every program agrees with every test case." if agreed else "The programs and the test cases disagree."
+        )
         return "\n\n".join(parts)
 
 

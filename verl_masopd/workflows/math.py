@@ -67,12 +67,24 @@ def tool_user_evidence(action: Action, run: ExecResult | None, gold: str | None,
     The printed output is kept for the report, clipped to `shown_chars`."""
     if run is None:
         correct = answer_correct(None, gold)
-        return {"run": False, "output": None, "failure": f"no program to run: {action.error}",
-                "answer": None, "correct": correct, "verdict": correct}
+        return {
+            "run": False,
+            "output": None,
+            "failure": f"no program to run: {action.error}",
+            "answer": None,
+            "correct": correct,
+            "verdict": correct,
+        }
     answer = extract_program_answer(run.stdout)
     correct = answer_correct(answer, gold)
-    return {"run": failure(run) is None, "output": shown(run.stdout, shown_chars), "failure": failure(run),
-            "answer": answer, "correct": correct, "verdict": correct}
+    return {
+        "run": failure(run) is None,
+        "output": shown(run.stdout, shown_chars),
+        "failure": failure(run),
+        "answer": answer,
+        "correct": correct,
+        "verdict": correct,
+    }
 
 
 def math_submission(turn: Turn, reasoners: list[Agent]) -> tuple[str | None, float]:
@@ -118,8 +130,11 @@ class MathWorkflow(MathDomainWorkflow):
             run = results[jobs[u.name]] if u.name in jobs else None
             agents[u.name] = tool_user_evidence(actions[u.name], run, gold, self.shown_chars)
         pairs = [
-            {"reasoner": r.name, "tool_user": u.name,
-             "agree": _equivalent(agents[r.name]["answer"], agents[u.name]["answer"])}
+            {
+                "reasoner": r.name,
+                "tool_user": u.name,
+                "agree": _equivalent(agents[r.name]["answer"], agents[u.name]["answer"]),
+            }
             for r in reasoners
             for u in tool_users
         ]
@@ -132,8 +147,11 @@ class MathWorkflow(MathDomainWorkflow):
         lines = []
         for r in self.agents_of(REASONER):
             answer = agents[r.name]["answer"]
-            lines.append(f"{r.name}'s answer: {shown(answer, 200)}" if answer is not None
-                         else f"{r.name} gave no answer: {actions[r.name].error}.")
+            lines.append(
+                f"{r.name}'s answer: {shown(answer, 200)}"
+                if answer is not None
+                else f"{r.name} gave no answer: {actions[r.name].error}."
+            )
         for u in self.agents_of(TOOL_USER):
             ev = agents[u.name]
             if ev["output"] is None:
@@ -145,8 +163,11 @@ class MathWorkflow(MathDomainWorkflow):
                 lines.append(f"{u.name}'s program printed:\n```output\n{ev['output'].rstrip()}\n```")
             else:
                 lines.append(f"{u.name}'s program printed nothing.")
-            lines.append(f"Answer read from it: {shown(ev['answer'], 200)}" if ev["answer"] is not None
-                         else "No answer could be read from its output.")
+            lines.append(
+                f"Answer read from it: {shown(ev['answer'], 200)}"
+                if ev["answer"] is not None
+                else "No answer could be read from its output."
+            )
         lines.append("All answers agree." if agreed else "The answers disagree.")
         return "\n".join(lines)
 

@@ -45,8 +45,12 @@ class SingleAgentWorkflow(PromptedWorkflow):
         self.check_actions(episode, actions)
         agents = self.evidence(episode.problem, actions)
         agreed = bool(episode.turns) and all(
-            self.consistent(episode.turns[-1].actions[a.name], episode.turns[-1].verifier["agents"][a.name],
-                            actions[a.name], agents[a.name])
+            self.consistent(
+                episode.turns[-1].actions[a.name],
+                episode.turns[-1].verifier["agents"][a.name],
+                actions[a.name],
+                agents[a.name],
+            )
             for a in self.agents
         )
         return self.record(episode, actions, "", agreed, {"agents": agents})
