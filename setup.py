@@ -28,7 +28,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS_REQUIRE = {
-    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout"],
+    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout", "ruff>=0.6"],
     # verl 0.9.1's tested GPU stack (its `vllm` and `fsdp` extras); never installed in CI.
     "gpu": [
         "torch==2.11.0",
