@@ -40,6 +40,7 @@ def problem_record(workflow: Workflow, problem: Problem, results: list[EpisodeRe
 
 
 def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
+    """Outcome and per-turn outputs (raw text and parsed fields), reports, agreement and verdicts."""
     episode, judgement = result.episode, result.judgement
     turns = []
     for turn in episode.turns:
@@ -48,6 +49,7 @@ def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
             {
                 "turn": turn.index,
                 "outputs": {name: action.text for name, action in turn.actions.items()},
+                "parsed": {name: action.fields for name, action in turn.actions.items()},
                 "parse_errors": {name: action.error for name, action in turn.actions.items() if action.error},
                 "report": turn.report,
                 "agreed": turn.agreed,

@@ -1,7 +1,10 @@
-"""The summary table of an evaluation: accuracy, agreement rate per turn, average turns.
+"""The summary table of an evaluation: accuracy, agreement and collaboration behaviour.
 
 accuracy = mean over all episodes of 1[correct]; agreement@t = (episodes that agreed at turn t)
-/ (episodes that played turn t); avg_turns = mean number of turns played.
+/ (episodes that played turn t); avg_turns = mean number of turns played. The collaboration
+metrics of METHOD.md §5 that need no teacher (agreed_share, turns_to_agreement,
+revise_rate_at_fault, hold_rate_correct) are defined on their functions below; each is NaN
+when it has no case to average over.
 """
 
 from __future__ import annotations
@@ -25,7 +28,53 @@ def summarize(records: list[dict], horizon: int) -> dict:
         played = [e for e in episodes if e["num_turns"] > t]
         agreed = sum(e["turns"][t]["agreed"] for e in played)
         row[f"agreement@{t}"] = agreed / len(played) if played else float("nan")
+    row["agreed_share"] = agreed_share(episodes)
+    row["turns_to_agreement"] = turns_to_agreement(episodes)
+    row["revise_rate_at_fault"] = revise_rate_at_fault(episodes)
+    row["hold_rate_correct"] = hold_rate_correct(episodes)
     return row
+
+
+def agreed_share(episodes: list[dict]) -> float:
+    """(episodes whose last turn T-1 agreed) / (episodes)."""
+    return _mean([_ended_in_agreement(e) for e in episodes])
+
+
+def turns_to_agreement(episodes: list[dict]) -> float:
+    """Mean of T (turns played) over the episodes whose last turn agreed."""
+    return _mean([e["num_turns"] for e in episodes if _ended_in_agreement(e)])
+
+
+def revise_rate_at_fault(episodes: list[dict]) -> float:
+    """Mean of 1[o_i^{t+1} ≠ o_i^t] over the responses (t, i) with verdict v_i^t = False."""
+    return _mean([changed for verdict, changed in conflict_responses(episodes) if verdict is False])
+
+
+def hold_rate_correct(episodes: list[dict]) -> float:
+    """Mean of 1[o_i^{t+1} = o_i^t] over the responses (t, i) with verdict v_i^t = True."""
+    return _mean([not changed for verdict, changed in conflict_responses(episodes) if verdict is True])
+
+
+def conflict_responses(episodes: list[dict]) -> list[tuple[bool, bool]]:
+    """(v_i^t, 1[o_i^{t+1} ≠ o_i^t]) for every conflict turn t < T-1 with verdicts and every agent i
+    whose verdict v_i^t is not None; o_i^t are agent i's parsed fields at turn t."""
+    responses = []
+    for e in episodes:
+        for now, after in zip(e["turns"], e["turns"][1:]):
+            if now["agreed"] or not now["verdicts"]:
+                continue
+            for agent, verdict in now["verdicts"].items():
+                if verdict is not None:
+                    responses.append((verdict, after["parsed"][agent] != now["parsed"][agent]))
+    return responses
+
+
+def _ended_in_agreement(episode: dict) -> bool:
+    return episode["turns"][-1]["agreed"]
+
+
+def _mean(values: list) -> float:
+    return sum(values) / len(values) if values else float("nan")
 
 
 def write_summary(row: dict, out_dir: Path) -> None:
