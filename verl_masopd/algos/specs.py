@@ -32,84 +32,51 @@ ALL_SHARING = frozenset({"role", "agent", "shared"})
 
 @dataclass(frozen=True)
 class EstimatorSpec:
-    """`joint_batch`: advantages need every policy's rows together (the chain crosses policies).
+    """What an estimator serves and needs; the defaults are those of most estimators.
+
+    `joint_batch`: advantages need every policy's rows together (the chain crosses policies).
     `uses_local_reward`: the reward is team + local (False: team only; None: no batch reward)."""
 
     name: str
-    workflows: frozenset[str]
-    domains: frozenset[str]
-    policy_sharing: frozenset[str]
-    needs_teacher: bool
-    needs_critic: bool
-    needs_reference: bool
-    tree_sampling: bool
-    joint_batch: bool
-    uses_local_reward: bool | None
-    policy_loss: str
-    loss_agg_mode: str
+    workflows: frozenset[str] = frozenset({"mas"})
+    domains: frozenset[str] = frozenset({"code", "math"})
+    policy_sharing: frozenset[str] = ALL_SHARING
+    needs_teacher: bool = False
+    needs_critic: bool = False
+    needs_reference: bool = False
+    tree_sampling: bool = False
+    joint_batch: bool = False
+    uses_local_reward: bool | None = True
+    policy_loss: str = "vanilla"
+    loss_agg_mode: str = "token-mean"
     options: tuple[str, type] | None = None
     required_keys: tuple[str, ...] = ()
 
+
+# Independent policies (no single model playing every seat).
+INDEPENDENT_POLICIES = frozenset({"role", "agent"})
 
 ESTIMATORS: dict[str, EstimatorSpec] = {
     spec.name: spec
     for spec in (
         EstimatorSpec(
             "masopd",
-            frozenset({"mas"}),
-            frozenset({"code", "math"}),
-            ALL_SHARING,
             needs_teacher=True,
-            needs_critic=False,
-            needs_reference=False,
-            tree_sampling=False,
-            joint_batch=False,
             uses_local_reward=None,
-            policy_loss="vanilla",
-            loss_agg_mode="token-mean",
             options=("masopd", MasopdOptions),
             required_keys=("teacher.model_path",),
         ),
         EstimatorSpec(
             "opd",
-            frozenset({"mas", "sa"}),
-            frozenset({"code", "math"}),
-            ALL_SHARING,
+            workflows=frozenset({"mas", "sa"}),
             needs_teacher=True,
-            needs_critic=False,
-            needs_reference=False,
-            tree_sampling=False,
-            joint_batch=False,
             uses_local_reward=None,
-            policy_loss="vanilla",
-            loss_agg_mode="token-mean",
             required_keys=("teacher.model_path",),
         ),
-        EstimatorSpec(
-            "grpo",
-            frozenset({"mas", "sa"}),
-            frozenset({"code", "math"}),
-            ALL_SHARING,
-            needs_teacher=False,
-            needs_critic=False,
-            needs_reference=False,
-            tree_sampling=False,
-            joint_batch=False,
-            uses_local_reward=True,
-            policy_loss="vanilla",
-            loss_agg_mode="token-mean",
-            options=("grpo", GrpoOptions),
-        ),
+        EstimatorSpec("grpo", workflows=frozenset({"mas", "sa"}), options=("grpo", GrpoOptions)),
         EstimatorSpec(
             "magrpo",
-            frozenset({"mas"}),
-            frozenset({"code", "math"}),
-            frozenset({"role", "agent"}),
-            needs_teacher=False,
-            needs_critic=False,
-            needs_reference=False,
-            tree_sampling=False,
-            joint_batch=False,
+            policy_sharing=INDEPENDENT_POLICIES,
             uses_local_reward=False,
             policy_loss="gpg",
             loss_agg_mode="seq-mean-token-sum",
@@ -117,47 +84,21 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
         ),
         EstimatorSpec(
             "marft",
-            frozenset({"mas"}),
-            frozenset({"code", "math"}),
-            frozenset({"role", "agent"}),
-            needs_teacher=False,
+            policy_sharing=INDEPENDENT_POLICIES,
             needs_critic=True,
-            needs_reference=False,
-            tree_sampling=False,
             joint_batch=True,
-            uses_local_reward=True,
             policy_loss="marft",
             loss_agg_mode="seq-mean-token-mean",
             options=("marft", MarftOptions),
         ),
         EstimatorSpec(
             "cure",
-            frozenset({"mas"}),
-            frozenset({"code"}),
-            frozenset({"shared"}),
-            needs_teacher=False,
-            needs_critic=False,
+            domains=frozenset({"code"}),
+            policy_sharing=frozenset({"shared"}),
             needs_reference=True,
-            tree_sampling=False,
-            joint_batch=False,
             uses_local_reward=None,
-            policy_loss="vanilla",
-            loss_agg_mode="token-mean",
         ),
-        EstimatorSpec(
-            "at_grpo",
-            frozenset({"mas"}),
-            frozenset({"code", "math"}),
-            ALL_SHARING,
-            needs_teacher=False,
-            needs_critic=False,
-            needs_reference=False,
-            tree_sampling=True,
-            joint_batch=False,
-            uses_local_reward=True,
-            policy_loss="vanilla",
-            loss_agg_mode="token-mean",
-        ),
+        EstimatorSpec("at_grpo", tree_sampling=True),
     )
 }
 
