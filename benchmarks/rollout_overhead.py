@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import time
 from pathlib import Path
+
+from results_file import save_result
 
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
@@ -27,7 +28,6 @@ from verl_masopd.tiny_models import cached_model
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 
-RESULTS = Path(__file__).parent / "results" / "rollout_overhead.json"
 # "program": the Tool-User's program runs in the sandbox every turn; "no_program": nothing to run,
 # so the measurement is the manager and the workflow's pure-Python work alone.
 CANNED = {
@@ -147,9 +147,7 @@ def main() -> None:
         "hf_tiny_model": real,
         "target_share_outside_generation": 0.10,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    save_result("rollout_overhead", report)
 
 
 if __name__ == "__main__":

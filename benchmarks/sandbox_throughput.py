@@ -8,18 +8,17 @@ Writes benchmarks/results/sandbox_throughput.json and prints it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from results_file import save_result
 
 from verl_masopd.sandbox import isolation, run_many, run_program
 
 TRIVIAL = "print(1)"
-RESULT = Path(__file__).parent / "results" / "sandbox_throughput.json"
 
 
 def per_second(count: int, seconds: float) -> float:
@@ -69,9 +68,7 @@ def main() -> None:
         "pool": [pooled(args.runs, workers) for workers in (2, 4, 8)],
         "target_runs_per_s": 100,
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    save_result("sandbox_throughput", report)
 
 
 if __name__ == "__main__":

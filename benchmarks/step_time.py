@@ -12,7 +12,6 @@ benchmarks/results/step_time.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -25,12 +24,12 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from results_file import save_result
 
 from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "step_time.json"
 ESTIMATORS = ("grpo", "opd", "masopd")
 PHASES = ("rollout", "log_prob", "teacher", "advantage", "update", "weight_sync")
 
@@ -135,10 +134,9 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, indent=2) + "\n")
+    path = save_result("step_time", {"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, echo=False)
     print(table(times, ratio))
-    print(f"wrote {RESULTS}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import time
@@ -23,6 +22,7 @@ os.environ.setdefault("VERL_PLATFORM", "cpu")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from results_file import save_result
 from transformers import AutoTokenizer  # noqa: E402
 from verl import DataProto  # noqa: E402
 
@@ -35,8 +35,6 @@ from verl_masopd.trainer.engine import EngineSettings, PolicyEngine  # noqa: E40
 from verl_masopd.workflows.base import Action, Turn  # noqa: E402
 from verl_masopd.workflows.math import MathWorkflow  # noqa: E402
 from verl_masopd.workflows.problem import Problem  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results" / "teacher_cost.json"
 
 
 def recorded_episodes(workflow: MathWorkflow, count: int) -> dict:
@@ -159,6 +157,4 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     result = asyncio.run(main(args))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    save_result("teacher_cost", result)
