@@ -12,6 +12,17 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
+def write_builtin(path, domain: str, n: int) -> None:
+    command = [sys.executable, "-m", "data_prep", "builtin", "--domain", domain, "--output", str(path), "--n", str(n)]
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def run_eval(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "verl_masopd.eval", *args], capture_output=True, text=True, timeout=600
+    )
+
+
 @pytest.mark.parametrize(
     "domain,workflow,roles",
     [
@@ -22,39 +33,14 @@ pytestmark = pytest.mark.integration
 )
 def test_eval_cli_end_to_end(tmp_path, tiny_model_path, tiny_teacher_path, domain, workflow, roles):
     data = tmp_path / f"{domain}.parquet"
-    subprocess.run(
-        [sys.executable, "-m", "data_prep", "builtin", "--domain", domain, "--output", str(data), "--n", "3"],
-        check=True,
-        capture_output=True,
-    )
+    write_builtin(data, domain, 3)
     out = tmp_path / "out"
     role = "tester" if domain == "code" else "tool_user"
     extra = ["--role-model", f"{role}={tiny_teacher_path}"] if workflow == "mas" else []
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verl_masopd.eval",
-            "--data",
-            str(data),
-            "--model",
-            tiny_model_path,
-            *extra,
-            "--workflow",
-            workflow,
-            "--horizon",
-            "2",
-            "--k",
-            "2",
-            "--max-new-tokens",
-            "12",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_eval(
+        "--data", str(data), "--model", tiny_model_path, *extra, "--workflow", workflow, "--horizon", "2",
+        "--k", "2", "--max-new-tokens", "12", "--out", str(out),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert [r["uid"] for r in records] == [f"{domain}-{i}" for i in range(3)]
@@ -77,26 +63,8 @@ def test_eval_cli_end_to_end(tmp_path, tiny_model_path, tiny_teacher_path, domai
 
 def test_eval_cli_rejects_unknown_role(tmp_path, tiny_model_path):
     data = tmp_path / "math.parquet"
-    subprocess.run(
-        [sys.executable, "-m", "data_prep", "builtin", "--domain", "math", "--output", str(data), "--n", "1"],
-        check=True,
-        capture_output=True,
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verl_masopd.eval",
-            "--data",
-            str(data),
-            "--model",
-            tiny_model_path,
-            "--role-model",
-            "coder=/x",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        capture_output=True,
-        text=True,
+    write_builtin(data, "math", 1)
+    done = run_eval(
+        "--data", str(data), "--model", tiny_model_path, "--role-model", "coder=/x", "--out", str(tmp_path / "o")
     )
     assert done.returncode == 2 and "--role-model 'coder=/x'" in done.stderr
