@@ -98,3 +98,24 @@ def make_policy_batch(tiny_tokenizer):
     return lambda prompt_lengths, response_lengths, seed=0: _policy_batch(
         len(tiny_tokenizer), prompt_lengths, response_lengths, seed
     )
+
+
+def _children_running(marker: str) -> list:
+    """This process's live children whose command line contains `marker`; children that exit
+    while we look are skipped."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if marker in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+@pytest.fixture(scope="session")
+def children_running():
+    """`children_running(marker)`: live child processes whose command line contains `marker`."""
+    return _children_running

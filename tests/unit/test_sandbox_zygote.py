@@ -4,7 +4,6 @@ from one run to the next, and a zygote that is restarted when it dies and not sh
 import os
 import signal
 
-import psutil
 import pytest
 
 from verl_masopd.sandbox import run_many, run_program
@@ -31,9 +30,10 @@ print(json.dumps([1]), collections.deque.__name__, "/leaked" in sys.path, "leake
 PRISTINE = "[1] deque False False False False 1000\n"
 
 
-def zygotes() -> list[psutil.Process]:
-    """This process's zygote (a direct child running the sandbox bootstrap)."""
-    return [child for child in psutil.Process().children() if "sandbox zygote" in " ".join(child.cmdline())]
+@pytest.fixture
+def zygotes(children_running):
+    """A function listing this process's zygote (a direct child running the sandbox bootstrap)."""
+    return lambda: children_running("sandbox zygote")
 
 
 def test_no_state_leaks_between_sequential_runs():
@@ -98,7 +98,7 @@ def test_programs_see_a_normal_python(code, stdin, stdout, exit_code):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the zygote of an unprivileged caller may be killed by its programs")
-def test_a_killed_zygote_is_replaced():
+def test_a_killed_zygote_is_replaced(zygotes):
     assert run_program("print(1)").ok
     [first] = zygotes()
     first.send_signal(signal.SIGKILL)
@@ -109,7 +109,7 @@ def test_a_killed_zygote_is_replaced():
     assert second.pid != first.pid
 
 
-def test_closing_stops_the_zygote_and_the_next_run_starts_one():
+def test_closing_stops_the_zygote_and_the_next_run_starts_one(zygotes):
     assert run_program("print(1)").ok
     [first] = zygotes()
     sandbox_zygote.close()
@@ -119,7 +119,7 @@ def test_closing_stops_the_zygote_and_the_next_run_starts_one():
     assert len(zygotes()) == 1
 
 
-def test_a_forked_child_starts_its_own_zygote():
+def test_a_forked_child_starts_its_own_zygote(zygotes):
     assert run_program("print(1)").ok
     [parent_zygote] = zygotes()
     read_end, write_end = os.pipe()
@@ -142,7 +142,7 @@ def test_a_forked_child_starts_its_own_zygote():
     assert run_program("print(5)").stdout == "5\n"
 
 
-def test_zygote_never_holds_the_callers_environment(monkeypatch):
+def test_zygote_never_holds_the_callers_environment(zygotes, monkeypatch):
     monkeypatch.setenv("MASOPD_TEST_SECRET", "hunter2-secret")
     sandbox_zygote.close()
     result = run_program("import os\nprint(sorted(os.environ))")

@@ -5,7 +5,6 @@ beyond it wait for a free worker within their timeout."""
 import threading
 import time
 
-import psutil
 import pytest
 
 from verl_masopd.verify import math_equal
@@ -15,13 +14,13 @@ from verl_masopd.verify.equivalence import WorkerPool
 HANGS = "2^{2^{2^{2^{2^{2}}}}}"
 
 
-def workers() -> set[int]:
-    return {child.pid for child in psutil.Process().children() if "verl_masopd.verify.math_worker" in child.cmdline()}
-
-
 @pytest.fixture
-def pool():
+def pool(children_running):
     """A pool of two, and a function listing its worker pids (not those of math_equal's pool)."""
+
+    def workers() -> set[int]:
+        return {child.pid for child in children_running("verl_masopd.verify.math_worker")}
+
     others = workers()
     pool = WorkerPool(2)
     yield pool, lambda: workers() - others
