@@ -15,6 +15,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
+STAND_IN_DIR = Path(__file__).parent / "integration"
 TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
 
 
@@ -43,20 +44,29 @@ def tiny_tokenizer(tiny_model_path):
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """A local Ray with 2 CPUs, a private temp dir and no dashboard, shut down after the session.
+    """A local Ray with 4 logical CPUs (placement slots: two one-rank pools plus the actors verl
+    starts outside them), a private temp dir and no dashboard, shut down after the session.
 
-    Workers find the CPU platform through the `verl.plugins` entry point and VERL_PLATFORM=cpu.
+    Workers find the CPU platform through the `verl.plugins` entry point and VERL_PLATFORM=cpu,
+    and the rollout-server stand-in (tests/integration/verl_server_stand_in.py) through a setup hook.
     """
     import ray
 
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    python_path = os.pathsep.join(filter(None, [str(STAND_IN_DIR), os.environ.get("PYTHONPATH")]))
     ray.init(
         address="local",
-        num_cpus=2,
+        num_cpus=4,
         include_dashboard=False,
         _temp_dir=temp_dir,
         runtime_env={
-            "env_vars": {"VERL_PLATFORM": "cpu", "RAY_AUTH_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+            "env_vars": {
+                "VERL_PLATFORM": "cpu",
+                "RAY_AUTH_MODE": "disabled",
+                "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONPATH": python_path,
+            },
+            "worker_process_setup_hook": "verl_server_stand_in.register_rollout",
         },
         logging_level="WARNING",
     )

@@ -146,7 +146,9 @@ class Workers:
         self.world_size = n
 
 
-def test_each_policys_replicas_start_at_rank_zero_under_its_own_names():
+def test_each_policys_replicas_start_at_rank_zero_under_its_own_names(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    settings = EngineSettings(model_path=str(tmp_path))
     cfg = compose_config(
         [
             "students.path=/m",
@@ -157,7 +159,7 @@ def test_each_policys_replicas_start_at_rank_zero_under_its_own_names():
     )
     addresses = {}
     for i, name in enumerate(["coder", "tester"]):
-        serving = plan_policy_serving(cfg, name, i, "/m")
+        serving = plan_policy_serving(cfg, name, i, settings)
         manager = PolicyServerManager(
             serving.config, Workers(2), server_prefix=serving.server_prefix, replica_class=NamedReplica
         )

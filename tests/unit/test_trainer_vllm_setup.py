@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from verl_masopd.config import compose_config
 from verl_masopd.trainer.config import ConfigError
+from verl_masopd.trainer.engine import EngineSettings
 from verl_masopd.trainer.generation_path import HF, VLLM, select_generation_path
 from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
 
@@ -16,6 +17,19 @@ BASE = ["students.path=/models/student", "data.train_files=/data/train.parquet"]
 
 def config(*overrides):
     return compose_config(BASE + list(overrides))
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """`settings(name, **fields)`: EngineSettings for a model folder `name` under tmp_path."""
+
+    def make(name: str = "m", **fields) -> EngineSettings:
+        folder = tmp_path / name
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text("{}")
+        return EngineSettings(model_path=str(folder), **fields)
+
+    return make
 
 
 def test_cpu_runs_take_the_hf_backend_whatever_rollout_name_says():
@@ -46,19 +60,20 @@ def test_gpus_and_vllm_select_the_vllm_path():
     assert select_generation_path(config(), gpus=1, vllm_importable=True) == VLLM
 
 
-def test_each_policy_gets_its_own_model_seeds_and_training_steps():
+def test_each_policy_gets_its_own_model_seeds_and_training_steps(settings):
     cfg = config(
         "engines.gpus_per_engine=2",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         "actor_rollout_ref.rollout.seed=42",
         "trainer.total_training_steps=150",
     )
-    coder = plan_policy_serving(cfg, "coder", 0, "/models/a")
-    tester = plan_policy_serving(cfg, "tester", 1, "/models/b")
+    a, b = settings("a"), settings("b")
+    coder = plan_policy_serving(cfg, "coder", 0, a)
+    tester = plan_policy_serving(cfg, "tester", 1, b)
     assert (coder.replicas, tester.replicas) == (2, 2)
     assert coder.seeds == (42, 43) and tester.seeds == (44, 45)
-    assert coder.config.actor_rollout_ref.model.path == "/models/a"
-    assert tester.config.actor_rollout_ref.model.path == "/models/b"
+    assert coder.config.actor_rollout_ref.model.path == a.model_path
+    assert tester.config.actor_rollout_ref.model.path == b.model_path
     assert tester.config.actor_rollout_ref.actor.optim.total_training_steps == 150
     assert tester.config.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
     assert coder.gpus_per_node == (2,)
@@ -67,7 +82,7 @@ def test_each_policy_gets_its_own_model_seeds_and_training_steps():
     assert OmegaConf.select(coder.config, "algorithm.adv_estimator") == "masopd"
 
 
-def test_no_name_or_seed_collides_across_policies():
+def test_no_name_or_seed_collides_across_policies(settings):
     """The collisions table: server actors, pools, worker groups and vLLM seeds are all distinct,
     and no policy takes verl's fixed server name."""
     cfg = config(
@@ -75,7 +90,7 @@ def test_no_name_or_seed_collides_across_policies():
         "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
         "trainer.n_gpus_per_node=8",
     )
-    plans = [plan_policy_serving(cfg, name, i, "/m") for i, name in enumerate(["reasoner", "tool_user", "judge"])]
+    plans = [plan_policy_serving(cfg, name, i, settings()) for i, name in enumerate(["reasoner", "tool_user", "judge"])]
     servers = [n for p in plans for n in p.server_names()]
     seeds = [s for p in plans for s in p.seeds]
     assert len(servers) == len(set(servers)) == 6
@@ -102,6 +117,21 @@ def test_no_name_or_seed_collides_across_policies():
         ),
     ],
 )
-def test_gpu_counts_that_do_not_fit_replicas_stop(overrides, key):
+def test_gpu_counts_that_do_not_fit_replicas_stop(overrides, key, settings):
     with pytest.raises(ConfigError, match=key):
-        plan_policy_serving(config(*overrides), "coder", 0, "/m")
+        plan_policy_serving(config(*overrides), "coder", 0, settings())
+
+
+def test_the_hybrid_actor_trains_with_the_policys_engine_settings(settings):
+    """The settings the hf path's engine gets (MARFT's grad norm, engines.dtype, per-policy seed)
+    reach verl's actor config, which verl's dataclasses accept."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    chosen = settings(lr=3e-6, weight_decay=0.1, grad_clip=0.5, dtype="float32", seed=7)
+    actor = plan_policy_serving(config(), "coder", 0, chosen).config.actor_rollout_ref.actor
+    assert (actor.optim.lr, actor.optim.weight_decay, actor.optim.clip_grad) == (3e-6, 0.1, 0.5)
+    assert (actor.fsdp_config.dtype, actor.fsdp_config.seed) == ("float32", 7)
+    assert actor.fsdp_config.mixed_precision.param_dtype == "fp32"
+    assert "hf_model" in actor.checkpoint.save_contents and "hf_model" not in actor.checkpoint.load_contents
+    converted = omega_conf_to_dataclass(actor)
+    assert (converted.optim.clip_grad, converted.engine.dtype) == (0.5, "float32")

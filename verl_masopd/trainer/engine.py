@@ -39,6 +39,10 @@ from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_pad
 RENDEZVOUS_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 MODEL_INPUT_KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
+# A checkpoint holds the model shards, optimizer and scheduler state and an HF copy of the weights;
+# resuming loads all but the HF copy.
+CHECKPOINT_SAVE = ("model", "optimizer", "extra", "hf_model")
+CHECKPOINT_LOAD = ("model", "optimizer", "extra")
 
 
 def check_model_path(path: str | os.PathLike) -> str:
@@ -79,6 +83,15 @@ class EngineSettings:
             raise ValueError(f"EngineSettings.world_size={self.world_size} must be at least 1")
 
 
+def precision_fields(settings: EngineSettings) -> dict:
+    """The FSDP engine's precision fields for `settings`: float32 master weights, compute in `dtype`."""
+    return {
+        "dtype": settings.dtype,
+        "model_dtype": "fp32",
+        "mixed_precision": {"param_dtype": DTYPES[settings.dtype], "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+    }
+
+
 def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
     """verl's `TrainingWorkerConfig` for `settings`: FSDP2, padding-free packed sequences, sdpa attention."""
     model = HFModelConfig(
@@ -90,9 +103,7 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
     engine = FSDPEngineConfig(
         strategy="fsdp2",
         forward_only=settings.forward_only,
-        dtype=settings.dtype,
-        model_dtype="fp32",
-        mixed_precision={"param_dtype": DTYPES[settings.dtype], "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+        **precision_fields(settings),
         use_dynamic_bsz=True,
         max_token_len_per_gpu=settings.max_tokens_per_micro_batch,
         infer_max_token_len_per_gpu=settings.max_tokens_per_micro_batch,
@@ -104,9 +115,7 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
         if settings.forward_only
         else FSDPOptimizerConfig(lr=settings.lr, weight_decay=settings.weight_decay, clip_grad=settings.grad_clip)
     )
-    checkpoint = CheckpointConfig(
-        save_contents=["model", "optimizer", "extra", "hf_model"], load_contents=["model", "optimizer", "extra"]
-    )
+    checkpoint = CheckpointConfig(save_contents=list(CHECKPOINT_SAVE), load_contents=list(CHECKPOINT_LOAD))
     return TrainingWorkerConfig(
         model_type="language_model",
         model_config=model,

@@ -1,7 +1,8 @@
 """A policy on GPUs: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
 
-Not yet run on a GPU: written from verl 0.9.1's code (shared/notes/verl-multi-policy-gpu.md);
-the driver logic is tested on CPU against stand-ins that keep verl's rules.
+Written from verl 0.9.1's code (shared/notes/verl-multi-policy-gpu.md). Tested on CPU with
+verl's own worker, server manager, client and checkpoint manager, only vLLM's server replaced
+(tests/integration/test_hybrid_policy.py); not yet run with vLLM on a GPU.
 
 Per policy (`build_vllm_policy`): a resource pool and worker group under the policy's names
 (trainer/vllm_policy_config.py), `init_model` (actor engine + vLLM `ServerAdapter` + checkpoint
@@ -101,8 +102,13 @@ def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn,
     from verl.utils.config import omega_conf_to_dataclass
 
     config = serving.config
+    device = config.trainer.device
+    # one process per device, the hybrid worker; vLLM's server actors are placed outside the pool
     pool = RayResourcePool(
-        process_on_nodes=list(serving.gpus_per_node), use_gpu=True, name_prefix=serving.pool, max_colocate_count=3
+        process_on_nodes=list(serving.gpus_per_node),
+        use_gpu=device != "cpu",
+        name_prefix=serving.pool,
+        max_colocate_count=1,
     )
     worker_cls = RayClassWithInitArgs(
         cls=ray.remote(PolicyActorRolloutWorker),
@@ -111,7 +117,7 @@ def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn,
         server_prefix=serving.server_prefix,
     )
     group = RayWorkerGroup(
-        resource_pool=pool, ray_cls_with_init=worker_cls, name_prefix=serving.workers, device_name=config.trainer.device
+        resource_pool=pool, ray_cls_with_init=worker_cls, name_prefix=serving.workers, device_name=device
     )
     group.init_model()
     manager = PolicyServerManager.create(config, group, pool, server_prefix=serving.server_prefix)

@@ -150,7 +150,7 @@ class Trainer:
                 seed=seed,
             )
             if self.generation == VLLM:
-                serving = plan_policy_serving(self.cfg, name, i, path)
+                serving = plan_policy_serving(self.cfg, name, i, settings)
                 policies[name] = build_vllm_policy(serving, settings, loss_fn, num_mini_batches)
                 continue
             engine = self.placement.build(settings, name)

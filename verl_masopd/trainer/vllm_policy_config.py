@@ -7,6 +7,10 @@ which `actor_rollout_ref` is its own:
     model.path                    the policy's starting weights
     rollout.seed                  s_i = rollout.seed + i · R   (policy index i, R replicas per policy)
     actor.optim.total_training_steps = trainer.total_training_steps
+    actor.optim.{lr, weight_decay, clip_grad}, actor.fsdp_config.{dtype, model_dtype,
+    mixed_precision, seed}, actor.checkpoint   the policy's `EngineSettings`, as the hf path's
+                                  engine (MARFT's max_grad_norm, engines.dtype, trainer.seed + i,
+                                  checkpoints with an HF copy of the weights)
 
 vLLM seeds replica r of a policy with r + rollout.seed, so replica r of policy i samples with
 rollout.seed + i·R + r: distinct over all (policy, replica) pairs.
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_masopd.trainer.config import ConfigError
+from verl_masopd.trainer.engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,8 @@ def replica_nodes(cfg: DictConfig) -> int:
     return world // min(int(cfg.actor_rollout_ref.rollout.n_gpus_per_node), world)
 
 
-def plan_policy_serving(cfg: DictConfig, policy: str, index: int, model_path: str) -> PolicyServing:
-    """The config copy and names of policy number `index` (0-based) starting from `model_path`."""
+def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: EngineSettings) -> PolicyServing:
+    """The config copy and names of policy number `index` (0-based) with engine `settings`."""
     gpus = int(cfg.engines.gpus_per_engine)
     world = rollout_world_size(cfg)
     if gpus % world:
@@ -98,10 +103,15 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, model_path: st
     OmegaConf.resolve(config)
     section = config.actor_rollout_ref
     with open_dict(section):
-        section.model.path = model_path
+        section.model.path = settings.model_path
         section.rollout.seed = int(cfg.actor_rollout_ref.rollout.seed) + index * replicas
-        section.actor.optim.total_training_steps = int(cfg.trainer.total_training_steps)
         section.rollout.checkpoint_engine.backend = "naive"
+        optim = section.actor.optim
+        optim.total_training_steps = int(cfg.trainer.total_training_steps)
+        optim.lr, optim.weight_decay, optim.clip_grad = settings.lr, settings.weight_decay, settings.grad_clip
+        section.actor.fsdp_config.update(precision_fields(settings), seed=settings.seed)
+        section.actor.checkpoint.save_contents = list(CHECKPOINT_SAVE)
+        section.actor.checkpoint.load_contents = list(CHECKPOINT_LOAD)
     return PolicyServing(
         policy=policy,
         config=config,
