@@ -141,6 +141,19 @@ def test_test_input_the_reference_cannot_read_is_invalid():
     assert workflow.attribute(episode, 0).decisions == {"coder_0": HOLD, "tester_0": REVISE}
 
 
+def test_test_input_on_which_the_reference_is_not_deterministic_is_invalid():
+    """D.4: a valid test is deterministic; the reference prints the clock for negative a."""
+    clock = "import time\na, b = map(int, input().split())\nprint(a + b if a >= 0 else time.time_ns())\n"
+    problem = dataclasses.replace(PROBLEM, reference_solution=clock)
+    _, episode = one_turn(written_program(RIGHT), written_test("2 3", "5"), problem=problem)
+    assert episode.turns[0].verifier["agents"]["tester_0"]["valid"] is True
+    workflow, episode = one_turn(written_program(RIGHT), written_test("-1 3", "2"), problem=problem)
+    evidence = episode.turns[0].verifier["agents"]["tester_0"]
+    assert evidence["valid"] is False and evidence["spec"] is False
+    assert "not deterministic" in evidence["reason"]
+    assert workflow.judge(episode).local[0, "tester_0"].terms == {"valid": 0.0, "spec": 0.0}
+
+
 def test_golden_tests_never_reach_a_prompt_or_report():
     leaky = "x = input()\nraise ValueError('input was ' + x)\n"
     workflow = make_workflow("mas", "code", timeout=10.0, horizon=3)

@@ -224,10 +224,11 @@ class CodeWorkflow(CodeDomainWorkflow):
                 for s, (case, _) in cases.items():
                     if case is not None:
                         on_case[c, s] = batch.add(runnable(code, fn_name), case.input)
-        if problem.reference_solution:
+        if problem.reference_solution:  # twice: a valid test case is deterministic
             for s, (case, _) in cases.items():
                 if case is not None:
-                    reference[s] = batch.add(runnable(problem.reference_solution, fn_name), case.input)
+                    program = runnable(problem.reference_solution, fn_name)
+                    reference[s] = [batch.add(program, case.input, copy) for copy in (0, 1)]
         results = batch.run(self.timeout)
 
         pairs = {(c, s): self._pair(on_case, results, c, s, cases[s][0], fn_name) for c in programs for s in cases}
@@ -237,8 +238,8 @@ class CodeWorkflow(CodeDomainWorkflow):
             runs = [results[i] for i in golden.get(c.name, [])]
             agents[c.name] = coder_evidence(problem, actions[c.name], runs, visible, self.smoke_tests, self.float_tol)
         for s in testers:
-            run = results[reference[s.name]] if s.name in reference else None
-            agents[s.name] = self._tester_evidence(problem, *cases[s.name], run)
+            runs = [results[i] for i in reference.get(s.name, [])]
+            agents[s.name] = self._tester_evidence(problem, *cases[s.name], runs)
         agreed = all(p["match"] for p in pairs.values())
         report = self._report(actions, cases, pairs, agreed)
         verifier = {"agents": agents, "pairs": [{"coder": c, "tester": s, **p} for (c, s), p in pairs.items()]}
@@ -266,8 +267,10 @@ class CodeWorkflow(CodeDomainWorkflow):
         }
 
     def _tester_evidence(
-        self, problem: Problem, case: TestCase | None, reason: str | None, run: ExecResult | None
+        self, problem: Problem, case: TestCase | None, reason: str | None, runs: list[ExecResult]
     ) -> dict:
+        """valid: well-formed, and the reference solution runs cleanly on the input and prints the
+        same output on two runs; spec: that output agrees with the declared one."""
         if not problem.reference_solution:
             return {
                 "well_formed": case is not None,
@@ -278,7 +281,9 @@ class CodeWorkflow(CodeDomainWorkflow):
             }
         if case is None:
             return {"well_formed": False, "valid": False, "spec": False, "verdict": False, "reason": reason}
-        why = failure(run)
+        why = next((w for w in map(failure, runs) if w is not None), None)
+        if why is None and runs[0].stdout != runs[1].stdout:
+            why = "it prints different outputs on two runs, the test is not deterministic"
         if why is not None:
             return {
                 "well_formed": True,
@@ -287,7 +292,7 @@ class CodeWorkflow(CodeDomainWorkflow):
                 "verdict": False,
                 "reason": f"the reference solution fails on this input: {why}",
             }
-        spec = outputs_agree(run.stdout, case.output, problem.fn_name, self.float_tol)
+        spec = outputs_agree(runs[0].stdout, case.output, problem.fn_name, self.float_tol)
         return {
             "well_formed": True,
             "valid": True,

@@ -15,20 +15,22 @@ MAX_FAILURE_CHARS = 500
 
 class JobBatch:
     """Programs to run together: `add` returns a job's index, `run` executes every distinct
-    (program, stdin) job once, concurrently, and returns one result per added job."""
+    (program, stdin, copy) job once, concurrently, and returns one result per added job.
+    `copy` numbers repeated runs of one program on one input (a determinism check)."""
 
     def __init__(self) -> None:
-        self.jobs: list[tuple[str, str]] = []
+        self.jobs: list[tuple[str, str, int]] = []
 
-    def add(self, program: str, stdin: str) -> int:
-        self.jobs.append((program, stdin))
+    def add(self, program: str, stdin: str, copy: int = 0) -> int:
+        self.jobs.append((program, stdin, copy))
         return len(self.jobs) - 1
 
     def run(self, timeout: float) -> list[ExecResult]:
         unique = list(dict.fromkeys(self.jobs))
         if not unique:
             return []
-        done = dict(zip(unique, run_many(unique, timeout=timeout), strict=True))
+        results = run_many([(program, stdin) for program, stdin, _ in unique], timeout=timeout)
+        done = dict(zip(unique, results, strict=True))
         return [done[job] for job in self.jobs]
 
 

@@ -4,8 +4,9 @@ Terms g are read from the evidence a workflow's `step` stores in `Turn.verifier[
   Coder     0.1·build + 0.1·run + 0.8·pass   build: compiles; run: the smoke subset of the golden
             tests runs without exception or timeout; pass: golden pass fraction.
             Mask: golden tests exist.
-  Tester    0.2·valid + 0.8·spec             valid: well-formed and the reference solution runs on
-            the input; spec: the reference reproduces the declared output. Mask: a reference exists.
+  Tester    0.2·valid + 0.8·spec             valid: well-formed, and the reference solution runs on
+            the input with the same output twice (deterministic); spec: the reference reproduces
+            the declared output. Mask: a reference exists.
   Reasoner  0.2·format + 0.8·answer          format: a '####' answer is present; answer: ≡ y*.
             Mask: y* exists.
   Tool-User 0.1·run + 0.1·parse + 0.8·answer run: the program finishes cleanly; parse: an answer
