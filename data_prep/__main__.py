@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "check-solutions":
             from data_prep.check_solutions import check_solutions
 
-            print(check_solutions(args.file, args.limit, args.timeout, args.workers).format())
+            report = check_solutions(args.file, args.limit, args.timeout, args.workers)
+            print(report.format())
+            return 1 if report.failures else 0
         elif args.command == "builtin":
             write_rows(builtin_rows(args.domain, args.n), args.output)
             print(f"builtin {args.domain}: wrote {args.n} problems to {args.output}")

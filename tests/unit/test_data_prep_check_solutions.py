@@ -49,6 +49,15 @@ def test_cli_limits_and_prints_pass_rate(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("checked 2 reference solutions: 2 pass all their tests (100.0%)")
 
 
+def test_cli_exits_non_zero_when_a_reference_fails(tmp_path, capsys):
+    rows = builtin_rows("code", 2)
+    rows[0]["extra_info"]["reference_solution"] = "input()\nprint(0)\n"
+    path = tmp_path / "broken.parquet"
+    write_rows(rows, path)
+    assert main(["check-solutions", str(path), "--workers", "2"]) == 1
+    assert "FAIL code-0" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"dataset samples not found at {SHARED_DATA}")
 def test_samples_without_references_are_counted_not_run(tmp_path):
     inputs = {
