@@ -82,6 +82,22 @@ def test_huber_value_loss():
     assert huber_value_loss(torch.tensor([0.0, 3.0]), torch.tensor([0.5, 0.0])).item() == pytest.approx(1.3125)
 
 
+def test_clipped_value_loss_takes_the_larger_of_the_two_terms():
+    values, returns, old = torch.tensor([0.0, 3.0]), torch.tensor([0.5, 0.0]), torch.tensor([0.1, 1.0])
+    # clipped values: 0.1 + clip(−0.1) = 0.0 and 1.0 + clip(2.0, ±0.2) = 1.2; losses 0.125 and 0.7;
+    # the max per action: 0.125 and max(2.5, 0.7) = 2.5 → 1.3125, the clip binds nowhere
+    assert huber_value_loss(values, returns, 1.0, old, 0.2).item() == pytest.approx(1.3125)
+    # V moved away from a return it had right: clipped V = 0.5 + 0.2 = 0.7, Huber 0.02 < 0.045
+    pulled = huber_value_loss(torch.tensor([0.8]), torch.tensor([0.5]), 1.0, torch.tensor([0.5]), 0.2)
+    assert pulled.item() == pytest.approx(0.5 * 0.3**2)
+    # V moved past the return: clipped V = 2.0 − 0.2 = 1.8, Huber(0.8) = 0.32 > Huber(0.5) = 0.125
+    held = huber_value_loss(torch.tensor([0.5]), torch.tensor([1.0]), 1.0, torch.tensor([2.0]), 0.2)
+    assert held.item() == pytest.approx(0.5 * 0.8**2)
+    value = torch.tensor([0.5], requires_grad=True)
+    huber_value_loss(value, torch.tensor([1.0]), 1.0, torch.tensor([2.0]), 0.2).backward()
+    assert value.grad.item() == 0.0, "past the clip the value gets no gradient"
+
+
 def actor_config():
     return FSDPActorConfig(
         strategy="fsdp", ppo_mini_batch_size=2, ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=0.2
@@ -130,9 +146,9 @@ def test_critic_trains_only_its_head_and_checkpoints_it():
     encoder_before = {k: v.clone() for k, v in critic.encoder.state_dict().items()}
     features = critic.encode(torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.ones(2, 3))
     returns = torch.tensor([1.0, -1.0])
-    first = critic.update(features, returns)["critic/value_loss"]
+    first = critic.update(features, returns, critic.values(features))["critic/value_loss"]
     for _ in range(30):
-        last = critic.update(features, returns)
+        last = critic.update(features, returns, critic.values(features))
     assert last["critic/value_loss"] < first
     assert all(torch.equal(v, encoder_before[k]) for k, v in critic.encoder.state_dict().items())
 

@@ -24,7 +24,8 @@ clip_ratio / clip_ratio_low / clip_ratio_high):
     L = mean over actions of −min(ρ·Â, clip(ρ, 1−ε, 1+ε)·Â)
 
 Config keys: algorithm.marft.gamma γ (0.99), lam λ (0.95), normalize_advantages (true),
-critic_lr (1e-5), critic_hidden (64), value_coef (1.0), huber_delta (1.0), max_grad_norm (0.5);
+critic_lr (1e-5), critic_hidden (64), value_coef (1.0), huber_delta (1.0), value_clip (0.2, the
+value-loss clip of marft_critic.py), max_grad_norm (0.5);
 the actor runs with policy_loss.loss_mode=marft, clip_ratio 0.2, grad_clip 0.5, lr 1e-6, 1 epoch.
 """
 
@@ -50,6 +51,7 @@ class MarftOptions:
     critic_hidden: int = 64
     value_coef: float = 1.0
     huber_delta: float = 1.0
+    value_clip: float | None = 0.2
     max_grad_norm: float = 0.5
 
     def __post_init__(self):
@@ -60,6 +62,11 @@ class MarftOptions:
         require(self.value_coef > 0, "algorithm.marft.value_coef", f"must be > 0, got {self.value_coef}")
         require(self.huber_delta > 0, "algorithm.marft.huber_delta", f"must be > 0, got {self.huber_delta}")
         require(self.max_grad_norm > 0, "algorithm.marft.max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
+        require(
+            self.value_clip is None or self.value_clip > 0,
+            "algorithm.marft.value_clip",
+            f"must be > 0 or null, got {self.value_clip}",
+        )
 
 
 def agent_order_key(agent: str) -> tuple[str, int]:

@@ -2,7 +2,11 @@
 
     h(o)  = last-layer hidden state of the last token of observation o (the agent's prompt)
     V(o)  = W_2 · relu(W_1 · h(o) + b_1) + b_2          hidden size algorithm.marft.critic_hidden (64)
-    L_V   = value_coef · mean_a Huber_δ(V(o_a) − return_a)
+    V^clip(o_a) = V_old(o_a) + clip(V(o_a) − V_old(o_a), −ε_V, ε_V)      ε_V = algorithm.marft.value_clip (0.2)
+    L_V   = value_coef · mean_a max(Huber_δ(V(o_a) − return_a), Huber_δ(V^clip(o_a) − return_a))
+
+V_old are the values the advantages were computed from (the head before this step's update);
+value_clip null drops the clipped term (plain Huber).
 
 Only the head is trained (Adam, lr algorithm.marft.critic_lr 1e-5, gradient norm clipped to
 algorithm.marft.max_grad_norm 0.5); the encoder runs without gradients, so observations are
@@ -27,9 +31,20 @@ class ValueHead(nn.Module):
         return self.mlp(features).squeeze(-1)
 
 
-def huber_value_loss(values: torch.Tensor, returns: torch.Tensor, delta: float = 1.0) -> torch.Tensor:
-    """mean_a Huber_δ(V_a − return_a)."""
-    return nn.functional.huber_loss(values, returns, delta=delta)
+def huber_value_loss(
+    values: torch.Tensor,
+    returns: torch.Tensor,
+    delta: float = 1.0,
+    old_values: torch.Tensor | None = None,
+    clip: float | None = None,
+) -> torch.Tensor:
+    """mean_a Huber_δ(V_a − return_a), or with `old_values` and `clip` the clipped form
+    mean_a max(Huber_δ(V_a − return_a), Huber_δ(V_old,a + clip(V_a − V_old,a, −ε, ε) − return_a))."""
+    loss = nn.functional.huber_loss(values, returns, delta=delta, reduction="none")
+    if clip is not None:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        loss = torch.maximum(loss, nn.functional.huber_loss(clipped, returns, delta=delta, reduction="none"))
+    return loss.mean()
 
 
 class MarftCritic:
@@ -61,11 +76,16 @@ class MarftCritic:
         with torch.no_grad():
             return self.head(features)
 
-    def update(self, features: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
-        """One optimiser step of L_V on encoded observations and their GAE returns."""
+    def update(self, features: torch.Tensor, returns: torch.Tensor, old_values: torch.Tensor) -> dict[str, float]:
+        """One optimiser step of L_V on encoded observations, their GAE returns and the values
+        the returns were computed from."""
         self.head.train()
         loss = self.options.value_coef * huber_value_loss(
-            self.head(features), returns.float(), self.options.huber_delta
+            self.head(features),
+            returns.float(),
+            self.options.huber_delta,
+            old_values.float(),
+            self.options.value_clip,
         )
         self.optimizer.zero_grad()
         loss.backward()

@@ -233,7 +233,8 @@ class Trainer:
                 if len(rows[name]):
                     metrics.update(policy.update(batch.select_idxs(rows[name])))
             if self.critic is not None:
-                metrics.update(self.critic.update(features, batch.batch["returns"][:, 0]))
+                returns, old_values = batch.batch["returns"][:, 0], batch.batch["critic_values"]
+                metrics.update(self.critic.update(features, returns, old_values))
         self.step += 1
         with _timed(timings, "weight_sync"):
             for policy in self.policies.values():
