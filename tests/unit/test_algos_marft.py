@@ -140,6 +140,16 @@ def test_critic_reads_the_last_observation_token_whatever_the_padding():
     assert torch.allclose(plain, left_padded, atol=1e-5)
 
 
+def test_critic_takes_one_optimiser_step_per_mini_batch_like_the_actor():
+    critic = MarftCritic(tiny_encoder(), MarftOptions(critic_hidden=8, critic_lr=1e-2))
+    features = critic.encode(torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]), torch.ones(3, 3))
+    old_values = critic.values(features)
+    critic.update(features, torch.tensor([1.0, -1.0, 0.5]), old_values, num_mini_batches=2)
+    assert {int(state["step"]) for state in critic.optimizer.state.values()} == {2}
+    critic.update(features, torch.tensor([1.0, -1.0, 0.5]), critic.values(features), num_mini_batches=8)
+    assert {int(state["step"]) for state in critic.optimizer.state.values()} == {5}, "at most one per row"
+
+
 def test_critic_trains_only_its_head_and_checkpoints_it():
     options = MarftOptions(critic_hidden=8, critic_lr=1e-2)
     critic = MarftCritic(tiny_encoder(), options)

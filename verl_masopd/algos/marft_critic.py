@@ -76,22 +76,28 @@ class MarftCritic:
         with torch.no_grad():
             return self.head(features)
 
-    def update(self, features: torch.Tensor, returns: torch.Tensor, old_values: torch.Tensor) -> dict[str, float]:
-        """One optimiser step of L_V on encoded observations, their GAE returns and the values
-        the returns were computed from."""
+    def update(
+        self, features: torch.Tensor, returns: torch.Tensor, old_values: torch.Tensor, num_mini_batches: int = 1
+    ) -> dict[str, float]:
+        """One pass of L_V over encoded observations, their GAE returns and the values the returns
+        were computed from: one optimiser step per contiguous chunk of `num_mini_batches`, as the
+        actor's update (the value clip binds from the second step on)."""
         self.head.train()
-        loss = self.options.value_coef * huber_value_loss(
-            self.head(features),
-            returns.float(),
-            self.options.huber_delta,
-            old_values.float(),
-            self.options.value_clip,
-        )
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.head.parameters(), self.options.max_grad_norm)
-        self.optimizer.step()
-        return {"critic/value_loss": loss.item(), "critic/grad_norm": grad_norm.item()}
+        losses, grad_norms = [], []
+        for rows in torch.arange(len(features)).tensor_split(min(num_mini_batches, len(features))):
+            loss = self.options.value_coef * huber_value_loss(
+                self.head(features[rows]),
+                returns[rows].float(),
+                self.options.huber_delta,
+                old_values[rows].float(),
+                self.options.value_clip,
+            )
+            self.optimizer.zero_grad()
+            loss.backward()
+            grad_norms.append(torch.nn.utils.clip_grad_norm_(self.head.parameters(), self.options.max_grad_norm).item())
+            self.optimizer.step()
+            losses.append(loss.item())
+        return {"critic/value_loss": sum(losses) / len(losses), "critic/grad_norm": sum(grad_norms) / len(grad_norms)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"head": self.head.state_dict(), "optimizer": self.optimizer.state_dict()}

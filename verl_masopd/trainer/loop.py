@@ -103,6 +103,8 @@ class Trainer:
 
         engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
         self.placement = EnginePlacement(cfg.engines, engines)
+        # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
+        self.num_mini_batches = max(1, -(-cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size))
         self.policies = self._build_policies(backend_factory)
         self.reference = self.teacher = self.attributor = self.critic = None
         if self.spec.needs_reference:
@@ -134,7 +136,6 @@ class Trainer:
             kl_loss_coef=actor.kl_loss_coef,
             kl_loss_type=actor.kl_loss_type,
         )
-        num_mini_batches = max(1, -(-self.cfg.data.train_batch_size // actor.ppo_mini_batch_size))
         grad_clip = actor.grad_clip
         if self.spec.name == "marft":
             grad_clip = read_options(self.cfg.algorithm, "marft", MarftOptions).max_grad_norm
@@ -151,10 +152,10 @@ class Trainer:
             )
             if self.generation == VLLM:
                 serving = plan_policy_serving(self.cfg, name, i, settings)
-                policies[name] = build_vllm_policy(serving, settings, loss_fn, num_mini_batches)
+                policies[name] = build_vllm_policy(serving, settings, loss_fn, self.num_mini_batches)
                 continue
             engine = self.placement.build(settings, name)
-            policies[name] = Policy(name, engine, backend_factory(name, path, seed), loss_fn, num_mini_batches)
+            policies[name] = Policy(name, engine, backend_factory(name, path, seed), loss_fn, self.num_mini_batches)
         return policies
 
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
@@ -234,7 +235,7 @@ class Trainer:
                     metrics.update(policy.update(batch.select_idxs(rows[name])))
             if self.critic is not None:
                 returns, old_values = batch.batch["returns"][:, 0], batch.batch["critic_values"]
-                metrics.update(self.critic.update(features, returns, old_values))
+                metrics.update(self.critic.update(features, returns, old_values, self.num_mini_batches))
         self.step += 1
         with _timed(timings, "weight_sync"):
             for policy in self.policies.values():
