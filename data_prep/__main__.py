@@ -1,7 +1,7 @@
 """Command line: convert a dataset, check reference solutions, or write a built-in dataset.
 
 python -m data_prep DATASET --input PATH --output OUT.parquet [--split SPLIT] [--limit N]
-python -m data_prep check-solutions FILE.parquet [--limit N] [--timeout S] [--workers W]
+python -m data_prep check-solutions FILE.parquet [--limit N] [--timeout S] [--workers W] [--float-tol T]
 python -m data_prep builtin --domain code|math --output OUT.parquet [--n N]
 """
 
@@ -15,12 +15,20 @@ from data_prep.convert import convert
 from data_prep.errors import DataError
 from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
+from verl_masopd.verify.compare import DEFAULT_FLOAT_TOL
 
 
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
     return value
 
 
@@ -38,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--limit", type=_positive, help="check at most N problems")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds per test run (default 10)")
     check.add_argument("--workers", type=_positive, help="parallel test runs (default: the sandbox's)")
+    check.add_argument(
+        "--float-tol",
+        type=_tolerance,
+        default=DEFAULT_FLOAT_TOL,
+        help=f"error accepted between numbers in outputs, as in the reward (default {DEFAULT_FLOAT_TOL:g})",
+    )
     builtin = commands.add_parser("builtin", help="write a small synthetic dataset")
     builtin.add_argument("--domain", required=True, choices=("code", "math"))
     builtin.add_argument("--output", required=True, help="parquet file to write")
@@ -51,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "check-solutions":
             from data_prep.check_solutions import check_solutions
 
-            report = check_solutions(args.file, args.limit, args.timeout, args.workers)
+            report = check_solutions(args.file, args.limit, args.timeout, args.workers, args.float_tol)
             print(report.format())
             return 1 if report.failures else 0
         elif args.command == "builtin":

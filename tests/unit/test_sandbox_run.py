@@ -83,10 +83,10 @@ def test_call_based_wrapping(code, stdin, expected):
     assert json.loads(result.stdout) == json.loads(expected)
 
 
-def test_call_based_line_numbers_move_by_one():
+def test_call_based_line_numbers_are_the_solutions():
     result = run_program(wrap_call_based("def add(a, b):\n    return a / b\n", "add"), "[1, 0]")
     assert result.error == "exit code 1: ZeroDivisionError: division by zero"
-    assert 'File "main.py", line 3, in add' in result.stderr
+    assert 'File "main.py", line 2, in add' in result.stderr
 
 
 def test_run_many_keeps_order_and_isolates_failures():
@@ -119,9 +119,9 @@ def test_cli_prints_one_json_object(tmp_path):
 
 
 def test_call_based_solution_with_future_import():
-    """A future statement still comes first after wrapping; line numbers still move by one."""
+    """A future statement still comes first after wrapping; line numbers stay the solution's."""
     code = '"""Doc."""\nfrom __future__ import annotations\n\n\ndef add(a: List[int], b) -> int:\n    return a[0] / b\n'
     ok = run_program(wrap_call_based(code, "add"), "[[6], 3]")
     assert ok.ok and ok.stdout.strip() == "2.0", ok
     failed = run_program(wrap_call_based(code, "add"), "[[6], 0]")
-    assert "line 7" in failed.stderr and "ZeroDivisionError" in failed.error, failed
+    assert "line 6" in failed.stderr and "ZeroDivisionError" in failed.error, failed

@@ -1,30 +1,85 @@
-"""Program-output comparison: whitespace-normalised tokens, optional float tolerance."""
+"""Program-output comparison: the one rule for the reward, the agents' agreement and check-solutions.
+
+Stdin programs: the outputs' whitespace-separated tokens, pairwise. Tokens a (actual) and e
+(expected) match when they are the same text, or both are decimal numbers and
+  - e is an integer literal: a = e exactly (`3.0` matches `3`, `3.0000001` does not; two
+    different integer texts never match, however large);
+  - e has a fraction or an exponent: |a − e| ≤ tol or |a − e| ≤ tol·max(|a|, |e|), the absolute
+    or relative error competitive-programming checkers accept (tol = DEFAULT_FLOAT_TOL unless
+    set; None compares the text exactly).
+`nan`, `inf` and other words `float()` accepts are text, not numbers.
+
+Call-based programs: the JSON values (the return value the wrapped program prints against the
+test's JSON), structurally: lists element by element, objects key by key, strings exactly, and
+numbers as the tokens above. Booleans are the integers 1 and 0, as in the Python judges of APPS,
+LiveCodeBench and LeetCode (`true` matches `1`; `1` matches `1.0`). When either side is not JSON
+the two are compared as stdin outputs.
+"""
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from decimal import Decimal, InvalidOperation
+
+DEFAULT_FLOAT_TOL = 1e-6
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
-def _as_float(token: str) -> float | None:
-    try:
-        return float(token)
-    except ValueError:
-        return None
+def _numbers_match(actual: Decimal, expected: Decimal, integer: bool, float_tol: float | None) -> bool:
+    if actual == expected:
+        return True
+    if integer or float_tol is None:
+        return False
+    return math.isclose(float(actual), float(expected), rel_tol=float_tol, abs_tol=float_tol)
 
 
 def _tokens_match(actual: str, expected: str, float_tol: float | None) -> bool:
     if actual == expected:
         return True
-    if float_tol is None:
+    if float_tol is None or not (_NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected)):
         return False
-    a, e = _as_float(actual), _as_float(expected)
-    return a is not None and e is not None and math.isclose(a, e, rel_tol=float_tol, abs_tol=float_tol)
+    try:
+        a, e = Decimal(actual), Decimal(expected)
+    except InvalidOperation:  # an exponent beyond what Decimal holds
+        return False
+    return _numbers_match(a, e, bool(_INTEGER.fullmatch(expected)), float_tol)
 
 
-def outputs_match(actual: str, expected: str, float_tol: float | None = None) -> bool:
-    """True when both outputs have the same whitespace-separated tokens; with `float_tol`,
-    numeric tokens a, e also match when |a − e| ≤ float_tol or |a − e| ≤ float_tol·max(|a|, |e|)."""
+def outputs_match(actual: str, expected: str, float_tol: float | None = DEFAULT_FLOAT_TOL) -> bool:
+    """Whether a stdin program's output matches the expected one (module doc)."""
     actual_tokens, expected_tokens = actual.split(), expected.split()
     return len(actual_tokens) == len(expected_tokens) and all(
         _tokens_match(a, e, float_tol) for a, e in zip(actual_tokens, expected_tokens)
     )
+
+
+def values_match(actual, expected, float_tol: float | None = DEFAULT_FLOAT_TOL) -> bool:
+    """Whether two decoded JSON values match (module doc)."""
+    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
+        if not (math.isfinite(actual) and math.isfinite(expected)):
+            return actual == expected
+        return _numbers_match(Decimal(actual), Decimal(expected), isinstance(expected, int), float_tol)
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(actual) == len(expected) and all(
+            values_match(a, e, float_tol) for a, e in zip(actual, expected, strict=True)
+        )
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return actual.keys() == expected.keys() and all(
+            values_match(actual[k], expected[k], float_tol) for k in expected
+        )
+    return type(actual) is type(expected) and actual == expected
+
+
+def outputs_agree(actual: str, expected: str, fn_name: str | None, float_tol: float | None = DEFAULT_FLOAT_TOL) -> bool:
+    """Whether a program's stdout matches the expected output of a test: JSON values for a
+    call-based problem (`fn_name` set), stdin tokens otherwise (module doc)."""
+    if fn_name:
+        try:
+            return values_match(json.loads(actual), json.loads(expected), float_tol)
+        except (ValueError, RecursionError):
+            pass
+    return outputs_match(actual, expected, float_tol)

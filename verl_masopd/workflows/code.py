@@ -25,6 +25,7 @@ import json
 import operator
 
 from verl_masopd.sandbox import ExecResult
+from verl_masopd.verify import DEFAULT_FLOAT_TOL, outputs_agree
 from verl_masopd.workflows.base import Action, Agent, Episode, Turn
 from verl_masopd.workflows.consensus import majority
 from verl_masopd.workflows.execution import (
@@ -32,7 +33,6 @@ from verl_masopd.workflows.execution import (
     build_error,
     failure,
     output_signature,
-    outputs_agree,
     runnable,
 )
 from verl_masopd.workflows.parsing import last_block, shown, unusable_reason
@@ -149,7 +149,7 @@ def cure_execution_matrix(
     generated: list[TestCase],
     fn_name: str | None = None,
     timeout: float = 30.0,
-    float_tol: float | None = None,
+    float_tol: float | None = DEFAULT_FLOAT_TOL,
 ) -> list[list[int]]:
     """CURE's B ∈ {0,1}^{n×(t+m)}: B[j][l] = 1 iff program j, run on the input of test l
     (the t golden tests first, then the m generated ones), finishes cleanly and prints test l's
@@ -183,12 +183,14 @@ class CodeDomainWorkflow(PromptedWorkflow):
         horizon: int = 4,
         *,
         smoke_tests: int = 3,
-        float_tol: float | None = None,
+        float_tol: float | None = DEFAULT_FLOAT_TOL,
         **options,
     ):
         super().__init__(agents_per_role, horizon, **options)
         if smoke_tests < 1:
             raise ValueError(f"workflow.smoke_tests must be >= 1, got {smoke_tests}")
+        if float_tol is not None and not 0 <= float_tol < 1:
+            raise ValueError(f"workflow.float_tol must be in [0, 1) or null (exact text), got {float_tol}")
         self.smoke_tests = smoke_tests
         self.float_tol = float_tol
 

@@ -1,13 +1,11 @@
 """Running candidate programs for a problem: call-based wrapping, one concurrent batch per step,
-outcome descriptions and output comparison."""
+outcome descriptions (outputs are compared with `verl_masopd.verify.outputs_agree`)."""
 
 from __future__ import annotations
 
-import json
 import warnings
 
 from verl_masopd.sandbox import ExecResult, run_many, wrap_call_based
-from verl_masopd.verify import outputs_match
 from verl_masopd.workflows.parsing import shown
 
 MAX_FAILURE_CHARS = 500
@@ -57,20 +55,6 @@ def build_error(code: str) -> str | None:
     except (ValueError, RecursionError, MemoryError, OverflowError) as e:
         return f"{type(e).__name__}: {e}"
     return None
-
-
-def outputs_agree(actual: str, expected: str, fn_name: str | None, float_tol: float | None = None) -> bool:
-    """Whether a program's output equals the expected one.
-
-    Call-based problems compare decoded JSON values (so `[1,2]` equals `[1, 2]`); otherwise, or
-    when either side is not JSON, whitespace-normalised tokens with `outputs_match`.
-    """
-    if fn_name:
-        try:
-            return json.loads(actual) == json.loads(expected)
-        except (ValueError, RecursionError):
-            pass
-    return outputs_match(actual, expected, float_tol=float_tol)
 
 
 def output_signature(result: ExecResult) -> str | None:
