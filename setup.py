@@ -17,6 +17,8 @@ INSTALL_REQUIRES = [
     "pyarrow>=19.0.0",
     "numpy>=2.0.0",
     "tqdm",
+    # In the sandbox's prelude: LeetCode-style programs use SortedList without an import.
+    "sortedcontainers>=2.4",
     # Modules verl 0.9.1 imports without declaring them in its base requirements.
     "pillow",
     "cachetools",

@@ -6,7 +6,15 @@ import threading
 
 import pytest
 
-from verl_masopd.verify import extract_boxed, extract_hash_answer, extract_program_answer, math_equal, outputs_match
+from verl_masopd.verify import (
+    DEFAULT_FLOAT_TOL,
+    extract_boxed,
+    extract_hash_answer,
+    extract_program_answer,
+    math_equal,
+    outputs_agree,
+    outputs_match,
+)
 
 
 @pytest.mark.parametrize(
@@ -63,10 +71,58 @@ def test_extract_program_answer(stdout, expected):
         ("abc 1.0", "abc 1", 1e-9, True),
         ("abc", "abd", 1e-3, False),
         ("", "", None, True),
+        ("0.3333333333333333", "0.333333", DEFAULT_FLOAT_TOL, True),
+        ("0.333", "0.333333", DEFAULT_FLOAT_TOL, False),
+        ("2.5e-7", "0.0000003", DEFAULT_FLOAT_TOL, True),
+        ("3.0", "3", DEFAULT_FLOAT_TOL, True),
+        ("3.0000001", "3", DEFAULT_FLOAT_TOL, False),
+        ("1000000000000000001", "1000000000000000000", DEFAULT_FLOAT_TOL, False),
+        ("007", "7", DEFAULT_FLOAT_TOL, False),
+        ("1_000", "1000", DEFAULT_FLOAT_TOL, False),
+        ("inf", "1e999", DEFAULT_FLOAT_TOL, False),
+        ("nan", "nan", DEFAULT_FLOAT_TOL, True),
+        ("1e99999999999999999999", "1.5", DEFAULT_FLOAT_TOL, False),
     ],
 )
 def test_outputs_match(actual, expected, tol, match):
     assert outputs_match(actual, expected, tol) is match
+
+
+@pytest.mark.parametrize(
+    "actual, expected, fn_name, match",
+    [
+        ("1", "1.0", "f", True),
+        ("1.0", "1", "f", True),
+        ("true", "1", "f", True),
+        ("false", "0", "f", True),
+        ("true", "2", "f", False),
+        ('"a\\n  b"', '"a b"', "f", False),
+        ('"1"', "1", "f", False),
+        ("null", "0", "f", False),
+        ("null", "null", "f", True),
+        ("[1,2]", "[1, 2]", "f", True),
+        ("[1, 2]", "[1, 2, 3]", "f", False),
+        ("[1]", "1", "f", False),
+        ("[0.3333333333333333, 2]", "[0.333333, 2.0]", "f", True),
+        ("[0.34]", "[0.333333]", "f", False),
+        ("2.0000001", "2", "f", False),
+        ('{"a": [1.0], "b": true}', '{"b": 1, "a": [1]}', "f", True),
+        ('{"a": 1}', '{"b": 1}', "f", False),
+        ("printed text", "printed  text", "f", True),
+        ("0.3333333333333333", "0.333333", "", True),
+        ("YES", "yes", "", False),
+    ],
+)
+def test_outputs_agree_one_rule_for_stdin_and_call_based(actual, expected, fn_name, match):
+    """Call-based outputs compare as JSON values, numbers within the float tolerance, booleans as
+    1 and 0; text that is not JSON (and every stdin output) compares token by token."""
+    assert outputs_agree(actual, expected, fn_name) is match
+
+
+def test_outputs_agree_without_tolerance_compares_numbers_exactly():
+    assert not outputs_agree("0.3333333333333333", "0.333333", "", None)
+    assert not outputs_agree("[0.3333333333333333]", "[0.333333]", "f", None)
+    assert outputs_agree("[1.0]", "[1]", "f", None)
 
 
 @pytest.mark.parametrize(

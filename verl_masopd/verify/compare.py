@@ -2,16 +2,16 @@
 
 Stdin programs: the outputs' whitespace-separated tokens, pairwise. Tokens a (actual) and e
 (expected) match when they are the same text, or both are decimal numbers and
-  - e is an integer literal: a = e exactly (`3.0` matches `3`, `3.0000001` does not; two
-    different integer texts never match, however large);
+  - e is an integer literal: a has a fraction or an exponent and a = e exactly (`3.0` matches
+    `3`, `3.0000001` does not; two different integer texts such as `007` and `7` never match);
   - e has a fraction or an exponent: |a − e| ≤ tol or |a − e| ≤ tol·max(|a|, |e|), the absolute
     or relative error competitive-programming checkers accept (tol = DEFAULT_FLOAT_TOL unless
-    set; None compares the text exactly).
+    set; with None, tokens match only as the same text).
 `nan`, `inf` and other words `float()` accepts are text, not numbers.
 
 Call-based programs: the JSON values (the return value the wrapped program prints against the
 test's JSON), structurally: lists element by element, objects key by key, strings exactly, and
-numbers as the tokens above. Booleans are the integers 1 and 0, as in the Python judges of APPS,
+numbers as the tokens above (with tol None: equal values). Booleans are the integers 1 and 0, as in the Python judges of APPS,
 LiveCodeBench and LeetCode (`true` matches `1`; `1` matches `1.0`). When either side is not JSON
 the two are compared as stdin outputs.
 """
@@ -42,11 +42,14 @@ def _tokens_match(actual: str, expected: str, float_tol: float | None) -> bool:
         return True
     if float_tol is None or not (_NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected)):
         return False
+    integer = bool(_INTEGER.fullmatch(expected))
+    if integer and _INTEGER.fullmatch(actual):
+        return False
     try:
         a, e = Decimal(actual), Decimal(expected)
     except InvalidOperation:  # an exponent beyond what Decimal holds
         return False
-    return _numbers_match(a, e, bool(_INTEGER.fullmatch(expected)), float_tol)
+    return _numbers_match(a, e, integer, float_tol)
 
 
 def outputs_match(actual: str, expected: str, float_tol: float | None = DEFAULT_FLOAT_TOL) -> bool:
