@@ -35,60 +35,19 @@ import traceback
 import types
 
 # The program prelude: what competitive-programming and LeetCode-style judges provide without an
-# import, preloaded so that each run's fork finds it ready.
+# import, imported here (`prelude`) so that each run's fork finds it ready.
 import ast
-import bisect
 import builtins
-import collections
-import copy
-import datetime
-import functools
-import heapq
-import itertools
-import math
-import operator
-import random
-import re
-import statistics
-import string
-import typing
-
-import sortedcontainers
+import importlib
 
 PRELUDE_STAR_IMPORTS = (
-    typing,
-    bisect,
-    collections,
-    copy,
-    functools,
-    heapq,
-    itertools,
-    math,
-    operator,
-    random,
-    re,
-    statistics,
-    string,
-    sortedcontainers,
-)
+    "typing bisect collections copy functools heapq itertools math operator random re statistics string "
+    "sortedcontainers"
+).split()
 PRELUDE_MODULES = (
-    bisect,
-    collections,
-    copy,
-    datetime,
-    functools,
-    heapq,
-    itertools,
-    json,
-    math,
-    operator,
-    random,
-    re,
-    statistics,
-    string,
-    sys,
-    typing,
-)
+    "bisect collections copy datetime functools heapq itertools json math operator random re statistics string "
+    "sys typing"
+).split()
 FUNCTION_SCOPE_ERRORS = ("'return' outside function", "nonlocal declaration not allowed", "no binding for nonlocal")
 PROGRAM_FUNCTION = "_masopd_program"
 
@@ -101,10 +60,10 @@ def prelude():
     bisect.bisect). No builtin is ever shadowed (`pow` keeps its three-argument form,
     `compile` and `abs` stay the builtins)."""
     names = {}
-    for module in PRELUDE_STAR_IMPORTS:
+    for module in map(importlib.import_module, PRELUDE_STAR_IMPORTS):
         public = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
         names.update({name: getattr(module, name) for name in public})
-    names.update({module.__name__: module for module in PRELUDE_MODULES})
+    names.update({name: importlib.import_module(name) for name in PRELUDE_MODULES})
     for name in vars(builtins):
         names.pop(name, None)
     return names
@@ -125,7 +84,7 @@ def compile_program(source):
             raise
         try:
             return compile(as_function(ast.parse(source)), "main.py", "exec")
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise error from None
 
 

@@ -11,9 +11,9 @@ Stdin programs: the outputs' whitespace-separated tokens, pairwise. Tokens a (ac
 
 Call-based programs: the JSON values (the return value the wrapped program prints against the
 test's JSON), structurally: lists element by element, objects key by key, strings exactly, and
-numbers as the tokens above (with tol None: equal values). Booleans are the integers 1 and 0, as in the Python judges of APPS,
-LiveCodeBench and LeetCode (`true` matches `1`; `1` matches `1.0`). When either side is not JSON
-the two are compared as stdin outputs.
+numbers as the tokens above (with tol None: equal values). Booleans are the integers 1 and 0, as
+in the Python judges of APPS, LiveCodeBench and LeetCode (`true` matches `1`; `1` matches `1.0`).
+When either side is not JSON the two are compared as stdin outputs.
 """
 
 from __future__ import annotations
