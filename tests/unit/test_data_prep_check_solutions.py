@@ -174,3 +174,23 @@ def test_check_solutions_and_the_reward_agree_on_every_failure_class(tmp_path):
     for problem in read_problems(path):
         [row] = cure_execution_matrix([problem.reference_solution], problem.tests, [], problem.fn_name)
         assert all(row) is (problem.uid not in failing), problem.uid
+
+
+def test_cli_float_tolerance(tmp_path, capsys):
+    row = code_row(
+        data_source="apps",
+        uid="third",
+        split="test",
+        statement="print a / b",
+        tests=[Case("1 3\n", "0.333333\n")],
+        reference_solution="a, b = map(int, input().split())\nprint(a / b)\n",
+        metadata={},
+    )
+    path = tmp_path / "float.parquet"
+    write_rows([row], path)
+    assert main(["check-solutions", str(path), "--workers", "1"]) == 0
+    assert main(["check-solutions", str(path), "--workers", "1", "--float-tol", "1e-9"]) == 1
+    assert "FAIL third: 1/1 tests fail, first: test 0: wrong output '0.3333333333333333\\n'" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["check-solutions", str(path), "--float-tol", "-1"])
+    assert "argument --float-tol: must be in [0, 1), got -1" in capsys.readouterr().err

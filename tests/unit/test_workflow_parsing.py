@@ -159,3 +159,7 @@ def test_make_workflow_rejects_unknown_names_domains_and_options():
         make_workflow("mas", "code", agents_per_role=0)
     with pytest.raises(ValueError, match="timeout must be > 0"):
         make_workflow("sa", "math", timeout=0)
+    with pytest.raises(ValueError, match=r"workflow.float_tol must be in \[0, 1\) or null"):
+        make_workflow("mas", "code", float_tol=-1e-6)
+    assert make_workflow("sa", "code").float_tol == 1e-6
+    assert make_workflow("mas", "code", float_tol=None).float_tol is None
