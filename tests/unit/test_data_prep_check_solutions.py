@@ -32,8 +32,9 @@ def test_apps_sample_references_pass_their_tests(tmp_path):
 
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"dataset samples not found at {SHARED_DATA}")
 def test_every_solution_of_two_apps_sample_problems_passes(tmp_path):
-    """Every solution APPS ships, not only the first, for 2287 (three end with a top-level
-    `return`) and 2404 (call-based; eleven print while they are called)."""
+    """Every solution APPS ships for 2287 and 2404, not only the first (68): three of 2287's end
+    with a top-level `return`, ten of 2404's print while they are called. (4184's sixth solution
+    sieves up to 10^7 on every call: seconds of CPU per test, left out.)"""
     apps = SOURCES["apps"]
     rows = []
     for folder in ("2287", "2404"):
@@ -48,6 +49,7 @@ def test_every_solution_of_two_apps_sample_problems_passes(tmp_path):
     assert report.checked == report.passed == 68
 
 
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"dataset samples not found at {SHARED_DATA}")
 def test_builtin_references_pass_and_a_broken_one_is_reported(tmp_path):
     rows = builtin_rows("code", 4) + builtin_rows("math", 1)
     rows[1]["extra_info"]["reference_solution"] = "input()\nprint(0)\n"
