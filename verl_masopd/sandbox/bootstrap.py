@@ -5,19 +5,27 @@ commonly import already loaded. It never runs model code. Per request received o
 socket (a JSON config plus the fds of the run's channel, stdin, stdout and stderr) it forks a
 supervisor, so each run starts from a fresh copy of the zygote and nothing a program changes
 (modules, sys.path, builtins, environment) reaches the next run. It exits when the control
-socket closes.
+socket closes. It is a child subreaper that ignores SIGCHLD: whatever a killed supervisor leaves
+is reparented to it and reaped at once, never left a zombie under the host's init.
 
-The supervisor sends a pidfd of itself on the run's channel, becomes a child subreaper, enters
-its uid's network namespace and a fresh mount namespace when asked, then forks the program
-process. That process closes every inherited fd but stdin/stdout/stderr, applies the rlimits,
-drops to the run's unprivileged uid, replaces the environment and executes main.py as
+With namespaces, the supervisor enters its uid's network namespace and fresh IPC, mount and PID
+namespaces and forks the run's init, PID 1 of the new PID namespace: init joins the slot's
+cgroups, builds the run's filesystem (a tmpfs root holding the read-only view, a size-limited
+/tmp with main.py, its own /proc) and forks the program, then reaps every orphan until the
+program has exited and passes its wait status up. When init ends (or is killed), the kernel
+kills every process left in the namespace, and init's exit is reported only once they are
+gone, so a run is over when its init is; init dies with its supervisor. Without namespaces the
+supervisor, a child subreaper, forks the program itself and kills the uid's processes (or its
+own children when unprivileged) at the end.
+
+The supervisor sends "started" with a pidfd of itself once the program is about to start (the
+run's clock starts then), and its last message, the program's wait status, once nothing of the
+run is left. The program process closes every inherited fd but stdin/stdout/stderr, applies the
+rlimits, drops to the run's unprivileged uid, replaces the environment and executes main.py as
 `__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
 run, its globals released so that their finalizers run, streams flushed, the same exit status)
 but skips the interpreter's teardown of the zygote's modules, which would copy most of the
-zygote's memory page by page. The supervisor reaps every process orphaned under it; once the
-program has exited, or the channel asks it to stop (or closes), it kills every remaining process
-of the run (all processes of the uid, or its own children when unprivileged), reaps them and
-sends the program's wait status.
+zygote's memory page by page.
 """
 
 import atexit
@@ -48,7 +56,10 @@ import typing  # noqa: F401
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWIPC = 0x08000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 MAX_REQUEST_BYTES = 1 << 16
@@ -76,6 +87,7 @@ def serve(control):
     """Fork a supervisor per request and return in it with (config, fds, the fd of the run's
     network namespace or None); exit when the parent closes."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
     networks = {}
     while True:
         message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, REQUEST_FDS)
@@ -104,33 +116,80 @@ def uid_network(networks, uid):
     return networks[uid]
 
 
-def enter_namespaces(config, network):
-    """The uid's network namespace, a private IPC namespace (SysV objects and POSIX message
-    queues die with the run) and a private mount namespace: world-writable dirs show the
-    workdir, directories the uid cannot reach are masked by a tmpfs that re-exposes only the
-    interpreter."""
+def enter_namespaces(network):
+    """The uid's network namespace and fresh IPC (SysV objects and POSIX message queues die with
+    the run), mount and PID namespaces (the latter for the next child: the run's init)."""
     checked(libc.setns(network, CLONE_NEWNET), "setns")
     os.close(network)
-    checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID), "unshare")
+
+
+def build_view(config):
+    """Make the run's filesystem on a tmpfs at the (host) workdir and chroot into it: the view's
+    paths bound read-only (devices writable), /tmp a tmpfs of the run's disk size owned by its
+    uid holding main.py (/var/tmp and /dev/shm are the same folder), a /proc of its own."""
+    root, uid = config["workdir"], config["uid"]
+    with open(os.path.join(root, "main.py"), "rb") as handle:
+        code = handle.read()
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    workdir = os.open(config["workdir"], os.O_PATH)
-    for masked, exposed in config["expose"]:
-        keep = {path: os.open(path, os.O_PATH) for path in exposed}
-        mount("tmpfs", masked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for path, fd in keep.items():
-            os.makedirs(path, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            os.close(fd)
-    for shared in config["shadow"]:
-        mount(f"/proc/self/fd/{workdir}", shared, None, MS_BIND)
-    os.close(workdir)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for path, target in config["view"]:
+        inside = root + path
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        if target:
+            os.symlink(target, inside)
+            continue
+        if os.path.isdir(path):
+            os.mkdir(inside)
+        else:
+            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
+        mount(path, inside, None, MS_BIND | MS_REC)
+        if not path.startswith("/dev/"):
+            mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    tmp = root + "/tmp"
+    os.mkdir(tmp)
+    size = config["disk_bytes"]
+    mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={uid},size={size}")
+    with open(tmp + "/main.py", "wb") as handle:
+        handle.write(code)
+    for shared in ("/var/tmp", "/dev/shm"):
+        os.makedirs(root + shared)
+        mount(tmp, root + shared, None, MS_BIND)
+    os.mkdir(root + "/proc")
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "0"), ("stdout", "1"), ("stderr", "2")):
+        os.symlink(target if name == "fd" else f"/proc/self/fd/{target}", f"{root}/dev/{name}")
+    os.chroot(root)
+    os.chdir("/")
 
 
-def enter_program(config, stdio):
-    """In the program process: take stdin/stdout/stderr, close everything else, apply the limits,
-    drop privileges and return main.py compiled (or exit 1 with the compile error)."""
-    for target, fd in enumerate(stdio):
-        os.dup2(fd, target)
+def run_init(config, report):
+    """PID 1 of the run's PID namespace: die with the supervisor, join the slot's cgroups, build
+    the filesystem, say "ready" on `report`, fork the program (returning None in it) and reap
+    every process until the program has exited; then report its wait status and end, which
+    ends the namespace."""
+    checked(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    for procs in config["cgroups"]:
+        with open(procs, "w") as handle:
+            handle.write("0")
+    build_view(config)
+    os.write(report, b"ready\n")
+    program = os.fork()
+    if program == 0:
+        os.close(report)
+        return
+    for fd in range(3):
+        os.close(fd)
+    while True:
+        pid, status = os.wait()
+        if pid == program:
+            os.write(report, json.dumps({"status": status}).encode())
+            os._exit(0)
+
+
+def enter_program(config):
+    """In the program process: close every fd but stdin/stdout/stderr, apply the limits, drop
+    privileges and return main.py compiled (or exit 1 with the compile error)."""
     os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     for name, value in config["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
@@ -248,13 +307,15 @@ def reap(program):
             status = wait_status
 
 
-def supervise(channel, program, uid):
-    """Wait for the program (reaping orphans) or a stop request, then kill and reap the whole run.
+def supervise(channel, child, stop):
+    """Wait for `child` (reaping orphans) or a stop request (then `stop()`), then make sure
+    nothing of the run is left; (child's wait status, whether the run was stopped).
 
-    Every process the program left behind has been reparented to this subreaper, so once no
-    child is left, nothing of the run is.
+    Every process the child left behind has been reparented to this subreaper (or, with
+    namespaces, to the run's init, whose end the kernel reports only after every process of its
+    namespace is gone), so once no child is left, nothing of the run is.
     """
-    exited = os.pidfd_open(program)
+    exited = os.pidfd_open(child)
     stopping = False
     status = None
     while status is None:
@@ -262,37 +323,72 @@ def supervise(channel, program, uid):
         ready, _, _ = select.select(watched, [], [], REAP_INTERVAL_S)
         if channel in ready:
             stopping = True
-            kill_run_processes(uid)
-        status, _ = reap(program)
+            stop()
+        status, _ = reap(child)
     while reap(None)[1]:
-        kill_run_processes(uid)
+        stop()
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    return status
+    return status, stopping
+
+
+def read_report(report):
+    """Everything init wrote on its report pipe, up to its end."""
+    chunks = []
+    while chunk := os.read(report, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def start_run(config, fds, network):
-    """In a fresh supervisor: return the program's code in the forked program process; in the
+    """In a fresh supervisor: return in the forked program process (with stdio in place); in the
     supervisor itself report the program's wait status (or the failure) and exit."""
     channel_fd, *stdio = fds
     channel = socket.socket(fileno=channel_fd)
+    uid = config["uid"]
     try:
-        socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
         checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
         if config["namespaces"]:
-            enter_namespaces(config, network)
-        program = os.fork()
+            enter_namespaces(network)
+            report, report_end = os.pipe()
+        child = os.fork()
+        if child == 0:
+            channel_fd = channel.detach()
+            for target, fd in enumerate(stdio):
+                os.dup2(fd, target)
+            if config["namespaces"]:
+                for fd in (report, channel_fd, *stdio):
+                    os.close(fd)
+                try:
+                    run_init(config, report_end)
+                except BaseException as error:
+                    os.write(report_end, f"{type(error).__name__}: {error}".encode())
+                    os._exit(1)
+            return enter_program(config)
+        for fd in stdio:
+            os.close(fd)
+        if config["namespaces"]:
+            os.close(report_end)
+            first = os.read(report, 6)
+            if first != b"ready\n":
+                os.waitpid(child, 0)
+                raise OSError(f"the run's init did not start: {(first + read_report(report)).decode(errors='replace')}")
+        socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
     except Exception as error:
         finish(channel, {"error": f"{type(error).__name__}: {error}"})
-    if program == 0:
-        channel.detach()
-        return enter_program(config, stdio)
-    for fd in stdio:
-        os.close(fd)
     try:
-        reply = {"status": supervise(channel, program, config["uid"])}
+        if config["namespaces"]:
+            _, stopped = supervise(channel, child, lambda: os.kill(child, signal.SIGKILL))
+            told = read_report(report)
+            if told:
+                reply = json.loads(told)
+            else:
+                reply = {"status": None} if stopped else {"error": "the run's init ended without the program's status"}
+        else:
+            status, _ = supervise(channel, child, lambda: kill_run_processes(uid))
+            reply = {"status": status}
     except Exception as error:
         reply = {"error": f"{type(error).__name__}: {error}"}
     finish(channel, reply)
