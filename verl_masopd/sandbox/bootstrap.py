@@ -37,6 +37,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import sys
 import threading
 import traceback
@@ -126,13 +127,13 @@ def enter_namespaces(network):
 
 def build_view(config):
     """Make the run's filesystem on a tmpfs at the (host) workdir and chroot into it: the view's
-    paths bound read-only (devices writable), /tmp a tmpfs of the run's disk size owned by its
-    uid holding main.py (/var/tmp and /dev/shm are the same folder), a /proc of its own."""
+    paths bound read-only, the devices made anew (/dev/null, ...), /tmp a tmpfs of the run's disk
+    size owned by its uid holding main.py (/var/tmp and /dev/shm lead to it), a /proc of its own."""
     root, uid = config["workdir"], config["uid"]
     with open(os.path.join(root, "main.py"), "rb") as handle:
         code = handle.read()
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    mount("tmpfs", root, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
     for path, target in config["view"]:
         inside = root + path
         os.makedirs(os.path.dirname(inside), exist_ok=True)
@@ -144,21 +145,24 @@ def build_view(config):
         else:
             os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
         mount(path, inside, None, MS_BIND | MS_REC)
-        if not path.startswith("/dev/"):
-            mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.makedirs(root + "/dev")
+    for device in config["devices"]:
+        os.mknod(root + device, 0o666 | stat.S_IFCHR, os.stat(device).st_rdev)
+        os.chmod(root + device, 0o666)
     tmp = root + "/tmp"
     os.mkdir(tmp)
     size = config["disk_bytes"]
     mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={uid},size={size}")
     with open(tmp + "/main.py", "wb") as handle:
         handle.write(code)
-    for shared in ("/var/tmp", "/dev/shm"):
-        os.makedirs(root + shared)
-        mount(tmp, root + shared, None, MS_BIND)
+    os.makedirs(root + "/var")
     os.mkdir(root + "/proc")
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "0"), ("stdout", "1"), ("stderr", "2")):
-        os.symlink(target if name == "fd" else f"/proc/self/fd/{target}", f"{root}/dev/{name}")
+    links = {"/var/tmp": "/tmp", "/dev/shm": "/tmp", "/dev/fd": "/proc/self/fd"}
+    links.update({f"/dev/{name}": f"/proc/self/fd/{fd}" for fd, name in enumerate(("stdin", "stdout", "stderr"))})
+    for link, target in links.items():
+        os.symlink(target, root + link)
     os.chroot(root)
     os.chdir("/")
 

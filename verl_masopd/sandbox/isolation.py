@@ -37,7 +37,7 @@ SLOT_COUNT = 64
 SLOT_WAIT_S = 60.0
 WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 # What a program's filesystem holds besides the interpreter: system programs and libraries,
-# the dynamic linker's cache and the time zone, and the harmless devices.
+# the dynamic linker's cache and the time zone (read-only), and the harmless devices.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 _CLEAN_MARK = "clean"
@@ -63,12 +63,14 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0)
 @dataclass(frozen=True)
 class Isolation:
     """privileged: runs drop to a slot uid; namespaces: private network, IPC, mounts and PIDs
-    with the filesystem `view` ((path, symlink target or "") entries, bound read-only);
+    with the filesystem `view` ((path, symlink target or "") entries, bound read-only) and
+    `devices` (character devices made anew in the run's /dev);
     cgroups: per-run memory and process totals; protections: what is active, in words."""
 
     privileged: bool
     namespaces: bool
     view: tuple[tuple[str, str], ...]
+    devices: tuple[str, ...]
     cgroups: Cgroups | None
     protections: tuple[str, ...]
     warnings: tuple[str, ...]
@@ -94,7 +96,7 @@ def filesystem_view() -> tuple[tuple[str, str], ...]:
     for path in paths:
         if not any(path.startswith(other.rstrip("/") + "/") for other in paths | set(entries)):
             entries.setdefault(path, "")
-    return tuple(sorted(entries.items())) + tuple((device, "") for device in DEVICES if os.path.exists(device))
+    return tuple(sorted(entries.items()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -130,7 +132,8 @@ def isolation() -> Isolation:
         logger.warning("sandbox isolation reduced: %s", warning)
     logger.info("sandbox protections: %s", "; ".join(protections) or "none")
     view = filesystem_view() if namespaces else ()
-    return Isolation(privileged, namespaces, view, cgroups, tuple(protections), tuple(warnings))
+    devices = tuple(device for device in DEVICES if namespaces and os.path.exists(device))
+    return Isolation(privileged, namespaces, view, devices, cgroups, tuple(protections), tuple(warnings))
 
 
 def slot_lock_dir() -> str:

@@ -148,6 +148,7 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: f
             "env": _environment(cwd),
             "namespaces": setup.namespaces,
             "view": setup.view,
+            "devices": setup.devices,
             "disk_bytes": limits.disk_mb * mib,
             "cgroups": cgroups.prepare(uid, (limits.memory_mb + limits.disk_mb) * mib, limits.processes + 1)
             if cgroups
