@@ -8,21 +8,21 @@ supervisor, so each run starts from a fresh copy of the zygote and nothing a pro
 socket closes. It is a child subreaper that ignores SIGCHLD: whatever a killed supervisor leaves
 is reparented to it and reaped at once, never left a zombie under the host's init.
 
-With namespaces, the supervisor enters its uid's network namespace and fresh IPC, mount and PID
-namespaces and forks the run's init, PID 1 of the new PID namespace: init joins the slot's
-cgroups, builds the run's filesystem (a tmpfs root holding the read-only view, a size-limited
-/tmp with main.py, its own /proc) and forks the program, then reaps every orphan until the
-program has exited and passes its wait status up. When init ends (or is killed), the kernel
-kills every process left in the namespace, and init's exit is reported only once they are
-gone, so a run is over when its init is; init dies with its supervisor. Without namespaces the
-supervisor, a child subreaper, forks the program itself and kills the uid's processes (or its
-own children when unprivileged) at the end.
+With namespaces, the zygote forks each supervisor as PID 1 of a new PID namespace; the
+supervisor enters its uid's network namespace and fresh IPC and mount namespaces, joins the
+slot's cgroups, builds the run's filesystem (a tmpfs root holding the read-only view, the
+devices, a size-limited /tmp with main.py, its own /proc), chroots into it and forks the
+program. Every process the program leaves behind is reparented to the supervisor, which reaps
+it; once the program has exited, or the channel asks it to stop (or closes), it kills every
+other process of its namespace and reaps them. If the supervisor itself dies, the kernel kills
+every process of its namespace. Without namespaces the supervisor, a child subreaper, forks the
+program itself and kills the uid's processes (or its own children when unprivileged) at the end.
 
-The supervisor sends "started" with a pidfd of itself once the program is about to start (the
-run's clock starts then), and its last message, the program's wait status, once nothing of the
-run is left. The program process closes every inherited fd but stdin/stdout/stderr, applies the
-rlimits, drops to the run's unprivileged uid, replaces the environment and executes main.py as
-`__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
+The supervisor sends "started" with a pidfd of itself once the program is forked (the run's
+clock starts then), and its last message, the program's wait status, once nothing of the run
+but itself is left. The program process closes every inherited fd but stdin/stdout/stderr,
+applies the rlimits, drops to the run's unprivileged uid, replaces the environment and executes
+main.py as `__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
 run, its globals released so that their finalizers run, streams flushed, the same exit status)
 but skips the interpreter's teardown of the zygote's modules, which would copy most of the
 zygote's memory page by page.
@@ -60,7 +60,6 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 MAX_REQUEST_BYTES = 1 << 16
@@ -85,21 +84,29 @@ def mount(source, target, fstype, flags, data=None):
 
 
 def serve(control):
-    """Fork a supervisor per request and return in it with (config, fds, the fd of the run's
-    network namespace or None); exit when the parent closes."""
+    """Fork a supervisor per request (with namespaces, as PID 1 of a new PID namespace) and
+    return in it with (config, fds, the fd of the run's network namespace or None); exit when
+    the parent closes."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
+    own_pids = os.open("/proc/self/ns/pid", os.O_RDONLY)
     networks = {}
     while True:
         message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, REQUEST_FDS)
         if not message:
             os._exit(0)
         config = json.loads(message)
-        network = uid_network(networks, config["uid"]) if config["namespaces"] else None
+        network = None
+        if config["namespaces"]:
+            network = uid_network(networks, config["uid"])
+            checked(libc.unshare(CLONE_NEWPID), "unshare")
         if os.fork() == 0:
             control.close()
+            os.close(own_pids)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             return config, fds, network
+        if config["namespaces"]:
+            checked(libc.setns(own_pids, CLONE_NEWPID), "setns")
         for fd in fds:
             os.close(fd)
 
@@ -117,12 +124,16 @@ def uid_network(networks, uid):
     return networks[uid]
 
 
-def enter_namespaces(network):
-    """The uid's network namespace and fresh IPC (SysV objects and POSIX message queues die with
-    the run), mount and PID namespaces (the latter for the next child: the run's init)."""
+def enter_namespaces(config, network):
+    """The uid's network namespace, fresh IPC (SysV objects and POSIX message queues die with
+    the run) and mount namespaces, the slot's cgroups, and the run's filesystem."""
     checked(libc.setns(network, CLONE_NEWNET), "setns")
     os.close(network)
-    checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID), "unshare")
+    checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    for procs in config["cgroups"]:
+        with open(procs, "w") as handle:
+            handle.write("0")
+    build_view(config)
 
 
 def build_view(config):
@@ -165,30 +176,6 @@ def build_view(config):
         os.symlink(target, root + link)
     os.chroot(root)
     os.chdir("/")
-
-
-def run_init(config, report):
-    """PID 1 of the run's PID namespace: die with the supervisor, join the slot's cgroups, build
-    the filesystem, say "ready" on `report`, fork the program (returning None in it) and reap
-    every process until the program has exited; then report its wait status and end, which
-    ends the namespace."""
-    checked(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
-    for procs in config["cgroups"]:
-        with open(procs, "w") as handle:
-            handle.write("0")
-    build_view(config)
-    os.write(report, b"ready\n")
-    program = os.fork()
-    if program == 0:
-        os.close(report)
-        return
-    for fd in range(3):
-        os.close(fd)
-    while True:
-        pid, status = os.wait()
-        if pid == program:
-            os.write(report, json.dumps({"status": status}).encode())
-            os._exit(0)
 
 
 def enter_program(config):
@@ -263,6 +250,14 @@ def end_program(main, status):
     os._exit(status)
 
 
+def kill_namespace():
+    """As PID 1 of the run's PID namespace: SIGKILL every other process in it."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def kill_run_processes(uid):
     if uid is None:
         for pid in own_children():
@@ -313,11 +308,10 @@ def reap(program):
 
 def supervise(channel, child, stop):
     """Wait for `child` (reaping orphans) or a stop request (then `stop()`), then make sure
-    nothing of the run is left; (child's wait status, whether the run was stopped).
+    nothing of the run is left; the child's wait status.
 
-    Every process the child left behind has been reparented to this subreaper (or, with
-    namespaces, to the run's init, whose end the kernel reports only after every process of its
-    namespace is gone), so once no child is left, nothing of the run is.
+    Every process the child left behind has been reparented to this subreaper (with namespaces,
+    to this PID 1 of the run's PID namespace), so once no child is left, nothing of the run is.
     """
     exited = os.pidfd_open(child)
     stopping = False
@@ -335,64 +329,33 @@ def supervise(channel, child, stop):
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    return status, stopping
-
-
-def read_report(report):
-    """Everything init wrote on its report pipe, up to its end."""
-    chunks = []
-    while chunk := os.read(report, 4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return status
 
 
 def start_run(config, fds, network):
-    """In a fresh supervisor: return in the forked program process (with stdio in place); in the
-    supervisor itself report the program's wait status (or the failure) and exit."""
+    """In a fresh supervisor: return in the forked program process; in the supervisor itself
+    report the program's wait status (or the failure) once nothing of the run is left, and exit."""
     channel_fd, *stdio = fds
     channel = socket.socket(fileno=channel_fd)
     uid = config["uid"]
     try:
         checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
         if config["namespaces"]:
-            enter_namespaces(network)
-            report, report_end = os.pipe()
-        child = os.fork()
-        if child == 0:
-            channel_fd = channel.detach()
+            enter_namespaces(config, network)
+        program = os.fork()
+        if program == 0:
+            channel.detach()
             for target, fd in enumerate(stdio):
                 os.dup2(fd, target)
-            if config["namespaces"]:
-                for fd in (report, channel_fd, *stdio):
-                    os.close(fd)
-                try:
-                    run_init(config, report_end)
-                except BaseException as error:
-                    os.write(report_end, f"{type(error).__name__}: {error}".encode())
-                    os._exit(1)
             return enter_program(config)
         for fd in stdio:
             os.close(fd)
-        if config["namespaces"]:
-            os.close(report_end)
-            first = os.read(report, 6)
-            if first != b"ready\n":
-                os.waitpid(child, 0)
-                raise OSError(f"the run's init did not start: {(first + read_report(report)).decode(errors='replace')}")
         socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
     except Exception as error:
         finish(channel, {"error": f"{type(error).__name__}: {error}"})
+    stop = kill_namespace if config["namespaces"] else lambda: kill_run_processes(uid)
     try:
-        if config["namespaces"]:
-            _, stopped = supervise(channel, child, lambda: os.kill(child, signal.SIGKILL))
-            told = read_report(report)
-            if told:
-                reply = json.loads(told)
-            else:
-                reply = {"status": None} if stopped else {"error": "the run's init ended without the program's status"}
-        else:
-            status, _ = supervise(channel, child, lambda: kill_run_processes(uid))
-            reply = {"status": status}
+        reply = {"status": supervise(channel, program, stop)}
     except Exception as error:
         reply = {"error": f"{type(error).__name__}: {error}"}
     finish(channel, reply)

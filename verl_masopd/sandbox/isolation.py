@@ -42,6 +42,7 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 _CLEAN_MARK = "clean"
 _SLOT_POLL_S = (0.005, 0.05)
+_UNCLEAN_SLOT_ROUNDS = 100  # a slot whose leftovers outlast this is passed over for another
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ def _take_free_slot(lock_dir: str, deadline: float, wait: float):
                 continue
             handle.seek(0)
             clean = handle.read() == _CLEAN_MARK
-            if clean or kill_uid_processes(uid):
+            if clean or kill_uid_processes(uid, rounds=_UNCLEAN_SLOT_ROUNDS):
                 handle.truncate(0)
                 handle.flush()
                 return handle, uid

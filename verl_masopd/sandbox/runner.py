@@ -124,7 +124,8 @@ def _supervised(run: Run, stdout_pipe, stderr_pipe, deadline: float, limits: Lim
 
 
 def _ensure_empty(uid: int) -> None:
-    """Raise unless nothing of the slot's last run is left (its cgroup's count, else /proc)."""
+    """Raise unless nothing of the slot's last run, its supervisor included, is left (its
+    cgroup's count, else /proc)."""
     cgroups = isolation().cgroups
     if cgroups is not None and cgroups.tasks(uid) == 0:
         return
@@ -169,6 +170,8 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: f
                 stdout, stderr, timed_out, truncated, reply = _supervised(
                     run, stdout_pipe, stderr_pipe, start + timeout, limits
                 )
+                if "status" in reply:
+                    run.ended(_SUPERVISOR_GRACE_S)
         if uid is not None and "status" not in reply:
             _ensure_empty(uid)
         if "error" in reply and not timed_out:
