@@ -137,11 +137,11 @@ def enter_namespaces(config, network):
 
 
 def build_view(config):
-    """Make the run's filesystem on a tmpfs at the (host) workdir and chroot into it: the view's
+    """Make the run's filesystem on a tmpfs at the view's mount point and chroot into it: the view's
     paths bound read-only, the devices made anew (/dev/null, ...), /tmp a tmpfs of the run's disk
     size owned by its uid holding main.py (/var/tmp and /dev/shm lead to it), a /proc of its own."""
-    root, uid = config["workdir"], config["uid"]
-    with open(os.path.join(root, "main.py"), "rb") as handle:
+    root, uid = config["root"], config["uid"]
+    with open(os.path.join(config["workdir"], "main.py"), "rb") as handle:
         code = handle.read()
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID, "mode=0755,size=1m")

@@ -10,7 +10,9 @@ how many tasks the cgroup still holds (zombies included).
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from dataclasses import dataclass
 
 ROOT = "/sys/fs/cgroup"
@@ -24,6 +26,20 @@ _V1 = {"limit": "memory.limit_in_bytes", "events": "memory.oom_control", "tasks"
 def _write(path: str, value: str) -> None:
     with open(path, "w") as handle:
         handle.write(value)
+
+
+def _write_limit(path: str, value: str, patience: float = 2.0) -> None:
+    """Write a memory limit, waiting while the kernel refuses one below the cgroup's usage: the
+    last run's memory (its tmpfs, its supervisor's pages) drains as its namespaces end."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            _write(path, value)
+            return
+        except OSError as error:
+            if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _own_paths() -> dict[str, str]:
@@ -57,7 +73,7 @@ class Cgroups:
         memory, pids = (os.path.join(base, f"slot-{uid}") for base in (self.memory, self.pids))
         for directory in self.directories(uid):
             os.makedirs(directory, exist_ok=True)
-        _write(os.path.join(memory, self.files["limit"]), str(memory_bytes))
+        _write_limit(os.path.join(memory, self.files["limit"]), str(memory_bytes))
         if self.version == 2:
             _write(os.path.join(memory, "memory.swap.max"), "0")
         _write(os.path.join(pids, "pids.max"), str(tasks))

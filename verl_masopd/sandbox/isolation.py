@@ -65,11 +65,13 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0)
 class Isolation:
     """privileged: runs drop to a slot uid; namespaces: private network, IPC, mounts and PIDs
     with the filesystem `view` ((path, symlink target or "") entries, bound read-only) and
-    `devices` (character devices made anew in the run's /dev);
+    `devices` (character devices made anew in the run's /dev) on a tmpfs mounted, in the run's
+    own mount namespace, at `root` (an empty directory of the host that stays);
     cgroups: per-run memory and process totals; protections: what is active, in words."""
 
     privileged: bool
     namespaces: bool
+    root: str
     view: tuple[tuple[str, str], ...]
     devices: tuple[str, ...]
     cgroups: Cgroups | None
@@ -134,7 +136,10 @@ def isolation() -> Isolation:
     logger.info("sandbox protections: %s", "; ".join(protections) or "none")
     view = filesystem_view() if namespaces else ()
     devices = tuple(device for device in DEVICES if namespaces and os.path.exists(device))
-    return Isolation(privileged, namespaces, view, devices, cgroups, tuple(protections), tuple(warnings))
+    root = os.path.join(slot_lock_dir(), "root") if namespaces else ""
+    if root:
+        os.makedirs(root, exist_ok=True)
+    return Isolation(privileged, namespaces, root, view, devices, cgroups, tuple(protections), tuple(warnings))
 
 
 def slot_lock_dir() -> str:

@@ -124,8 +124,9 @@ def _supervised(run: Run, stdout_pipe, stderr_pipe, deadline: float, limits: Lim
 
 
 def _ensure_empty(uid: int) -> None:
-    """Raise unless nothing of the slot's last run, its supervisor included, is left (its
-    cgroup's count, else /proc)."""
+    """After a run whose supervisor did not report: raise unless nothing of the run is left (its
+    cgroup's count, else the uid's processes in /proc). A supervisor's report says by itself
+    that nothing of its run but the supervisor, which exits at once, is left."""
     cgroups = isolation().cgroups
     if cgroups is not None and cgroups.tasks(uid) == 0:
         return
@@ -148,6 +149,7 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: f
             "cwd": cwd,
             "env": _environment(cwd),
             "namespaces": setup.namespaces,
+            "root": setup.root,
             "view": setup.view,
             "devices": setup.devices,
             "disk_bytes": limits.disk_mb * mib,
@@ -170,17 +172,12 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: f
                 stdout, stderr, timed_out, truncated, reply = _supervised(
                     run, stdout_pipe, stderr_pipe, start + timeout, limits
                 )
-                if "status" in reply:
-                    run.ended(_SUPERVISOR_GRACE_S)
         if uid is not None and "status" not in reply:
             _ensure_empty(uid)
         if "error" in reply and not timed_out:
             raise SandboxError(reply["error"])
-        if uid is not None:
-            if cgroups:
-                _ensure_empty(uid)
-            if not setup.namespaces:
-                remove_uid_files(uid, WORLD_WRITABLE_DIRS)
+        if uid is not None and not setup.namespaces:
+            remove_uid_files(uid, WORLD_WRITABLE_DIRS)
         memory_killed = bool(cgroups) and cgroups.oom_kills(uid) > oom_kills
     stderr_text = stderr.decode("utf-8", errors="replace")
     status = None if timed_out else reply["status"]

@@ -79,13 +79,9 @@ class Run:
         """Last resort for a supervisor that does not answer: SIGKILL it and wait for its end."""
         logger.warning("sandbox supervisor did not report in time; killing it")
         signal.pidfd_send_signal(self.supervisor, signal.SIGKILL)
-        self.ended(grace)
-
-    def ended(self, grace: float) -> bool:
-        """Wait up to `grace` seconds for the supervisor's end; whether it has ended."""
         ended = select.poll()
         ended.register(self.supervisor, select.POLLIN)
-        return bool(ended.poll(grace * 1000))
+        ended.poll(grace * 1000)
 
     def __enter__(self) -> Run:
         return self
