@@ -5,19 +5,27 @@ commonly import already loaded. It never runs model code. Per request received o
 socket (a JSON config plus the fds of the run's channel, stdin, stdout and stderr) it forks a
 supervisor, so each run starts from a fresh copy of the zygote and nothing a program changes
 (modules, sys.path, builtins, environment) reaches the next run. It exits when the control
-socket closes.
+socket closes. It is a child subreaper that ignores SIGCHLD: whatever a killed supervisor leaves
+is reparented to it and reaped at once, never left a zombie under the host's init.
 
-The supervisor sends a pidfd of itself on the run's channel, becomes a child subreaper, enters
-its uid's network namespace and a fresh mount namespace when asked, then forks the program
-process. That process closes every inherited fd but stdin/stdout/stderr, applies the rlimits,
-drops to the run's unprivileged uid, replaces the environment and executes main.py as
-`__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
+With namespaces, the zygote forks each supervisor as PID 1 of a new PID namespace; the
+supervisor enters its uid's network namespace and fresh IPC and mount namespaces, joins the
+slot's cgroups, builds the run's filesystem (a tmpfs root holding the read-only view, the
+devices, a size-limited /tmp with main.py, its own /proc), chroots into it and forks the
+program. Every process the program leaves behind is reparented to the supervisor, which reaps
+it; once the program has exited, or the channel asks it to stop (or closes), it kills every
+other process of its namespace and reaps them. If the supervisor itself dies, the kernel kills
+every process of its namespace. Without namespaces the supervisor, a child subreaper, forks the
+program itself and kills the uid's processes (or its own children when unprivileged) at the end.
+
+The supervisor sends "started" with a pidfd of itself once the program is forked (the run's
+clock starts then), and its last message, the program's wait status, once nothing of the run
+but itself is left. The program process closes every inherited fd but stdin/stdout/stderr,
+applies the rlimits, drops to the run's unprivileged uid, replaces the environment and executes
+main.py as `__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
 run, its globals released so that their finalizers run, streams flushed, the same exit status)
 but skips the interpreter's teardown of the zygote's modules, which would copy most of the
-zygote's memory page by page. The supervisor reaps every process orphaned under it; once the
-program has exited, or the channel asks it to stop (or closes), it kills every remaining process
-of the run (all processes of the uid, or its own children when unprivileged), reaps them and
-sends the program's wait status.
+zygote's memory page by page.
 """
 
 import atexit
@@ -29,6 +37,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import sys
 import threading
 import traceback
@@ -115,7 +124,9 @@ def as_function(module):
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWIPC = 0x08000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 MAX_REQUEST_BYTES = 1 << 16
@@ -140,20 +151,29 @@ def mount(source, target, fstype, flags, data=None):
 
 
 def serve(control):
-    """Fork a supervisor per request and return in it with (config, fds, the fd of the run's
-    network namespace or None); exit when the parent closes."""
+    """Fork a supervisor per request (with namespaces, as PID 1 of a new PID namespace) and
+    return in it with (config, fds, the fd of the run's network namespace or None); exit when
+    the parent closes."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
+    own_pids = os.open("/proc/self/ns/pid", os.O_RDONLY)
     networks = {}
     while True:
         message, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, REQUEST_FDS)
         if not message:
             os._exit(0)
         config = json.loads(message)
-        network = uid_network(networks, config["uid"]) if config["namespaces"] else None
+        network = None
+        if config["namespaces"]:
+            network = uid_network(networks, config["uid"])
+            checked(libc.unshare(CLONE_NEWPID), "unshare")
         if os.fork() == 0:
             control.close()
+            os.close(own_pids)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             return config, fds, network
+        if config["namespaces"]:
+            checked(libc.setns(own_pids, CLONE_NEWPID), "setns")
         for fd in fds:
             os.close(fd)
 
@@ -172,32 +192,62 @@ def uid_network(networks, uid):
 
 
 def enter_namespaces(config, network):
-    """The uid's network namespace, a private IPC namespace (SysV objects and POSIX message
-    queues die with the run) and a private mount namespace: world-writable dirs show the
-    workdir, directories the uid cannot reach are masked by a tmpfs that re-exposes only the
-    interpreter."""
+    """The uid's network namespace, fresh IPC (SysV objects and POSIX message queues die with
+    the run) and mount namespaces, the slot's cgroups, and the run's filesystem."""
     checked(libc.setns(network, CLONE_NEWNET), "setns")
     os.close(network)
     checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    for procs in config["cgroups"]:
+        with open(procs, "w") as handle:
+            handle.write("0")
+    build_view(config)
+
+
+def build_view(config):
+    """Make the run's filesystem on a tmpfs at the view's mount point and chroot into it: the view's
+    paths bound read-only, the devices made anew (/dev/null, ...), /tmp a tmpfs of the run's disk
+    size owned by its uid holding main.py (/var/tmp and /dev/shm lead to it), a /proc of its own."""
+    root, uid = config["root"], config["uid"]
+    with open(os.path.join(config["workdir"], "main.py"), "rb") as handle:
+        code = handle.read()
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    workdir = os.open(config["workdir"], os.O_PATH)
-    for masked, exposed in config["expose"]:
-        keep = {path: os.open(path, os.O_PATH) for path in exposed}
-        mount("tmpfs", masked, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for path, fd in keep.items():
-            os.makedirs(path, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            os.close(fd)
-    for shared in config["shadow"]:
-        mount(f"/proc/self/fd/{workdir}", shared, None, MS_BIND)
-    os.close(workdir)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
+    for path, target in config["view"]:
+        inside = root + path
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        if target:
+            os.symlink(target, inside)
+            continue
+        if os.path.isdir(path):
+            os.mkdir(inside)
+        else:
+            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
+        mount(path, inside, None, MS_BIND | MS_REC)
+        mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.makedirs(root + "/dev")
+    for device in config["devices"]:
+        os.mknod(root + device, 0o666 | stat.S_IFCHR, os.stat(device).st_rdev)
+        os.chmod(root + device, 0o666)
+    tmp = root + "/tmp"
+    os.mkdir(tmp)
+    size = config["disk_bytes"]
+    mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={uid},size={size}")
+    with open(tmp + "/main.py", "wb") as handle:
+        handle.write(code)
+    os.makedirs(root + "/var")
+    os.mkdir(root + "/proc")
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    links = {"/var/tmp": "/tmp", "/dev/shm": "/tmp", "/dev/fd": "/proc/self/fd"}
+    links.update({f"/dev/{name}": f"/proc/self/fd/{fd}" for fd, name in enumerate(("stdin", "stdout", "stderr"))})
+    for link, target in links.items():
+        os.symlink(target, root + link)
+    os.chroot(root)
+    os.chdir("/")
 
 
-def enter_program(config, stdio):
-    """In the program process: take stdin/stdout/stderr, close everything else, apply the limits,
-    drop privileges and return main.py compiled (or exit 1 with the compile error)."""
-    for target, fd in enumerate(stdio):
-        os.dup2(fd, target)
+def enter_program(config):
+    """In the program process: close every fd but stdin/stdout/stderr, apply the limits, drop
+    privileges and return main.py compiled (or exit 1 with the compile error)."""
     os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     for name, value in config["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
@@ -268,6 +318,14 @@ def end_program(main, status):
     os._exit(status)
 
 
+def kill_namespace():
+    """As PID 1 of the run's PID namespace: SIGKILL every other process in it."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def kill_run_processes(uid):
     if uid is None:
         for pid in own_children():
@@ -316,13 +374,14 @@ def reap(program):
             status = wait_status
 
 
-def supervise(channel, program, uid):
-    """Wait for the program (reaping orphans) or a stop request, then kill and reap the whole run.
+def supervise(channel, child, stop):
+    """Wait for `child` (reaping orphans) or a stop request (then `stop()`), then make sure
+    nothing of the run is left; the child's wait status.
 
-    Every process the program left behind has been reparented to this subreaper, so once no
-    child is left, nothing of the run is.
+    Every process the child left behind has been reparented to this subreaper (with namespaces,
+    to this PID 1 of the run's PID namespace), so once no child is left, nothing of the run is.
     """
-    exited = os.pidfd_open(program)
+    exited = os.pidfd_open(child)
     stopping = False
     status = None
     while status is None:
@@ -330,10 +389,10 @@ def supervise(channel, program, uid):
         ready, _, _ = select.select(watched, [], [], REAP_INTERVAL_S)
         if channel in ready:
             stopping = True
-            kill_run_processes(uid)
-        status, _ = reap(program)
+            stop()
+        status, _ = reap(child)
     while reap(None)[1]:
-        kill_run_processes(uid)
+        stop()
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
@@ -342,25 +401,29 @@ def supervise(channel, program, uid):
 
 
 def start_run(config, fds, network):
-    """In a fresh supervisor: return the program's code in the forked program process; in the
-    supervisor itself report the program's wait status (or the failure) and exit."""
+    """In a fresh supervisor: return in the forked program process; in the supervisor itself
+    report the program's wait status (or the failure) once nothing of the run is left, and exit."""
     channel_fd, *stdio = fds
     channel = socket.socket(fileno=channel_fd)
+    uid = config["uid"]
     try:
-        socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
         checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
         if config["namespaces"]:
             enter_namespaces(config, network)
         program = os.fork()
+        if program == 0:
+            channel.detach()
+            for target, fd in enumerate(stdio):
+                os.dup2(fd, target)
+            return enter_program(config)
+        for fd in stdio:
+            os.close(fd)
+        socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
     except Exception as error:
         finish(channel, {"error": f"{type(error).__name__}: {error}"})
-    if program == 0:
-        channel.detach()
-        return enter_program(config, stdio)
-    for fd in stdio:
-        os.close(fd)
+    stop = kill_namespace if config["namespaces"] else lambda: kill_run_processes(uid)
     try:
-        reply = {"status": supervise(channel, program, config["uid"])}
+        reply = {"status": supervise(channel, program, stop)}
     except Exception as error:
         reply = {"error": f"{type(error).__name__}: {error}"}
     finish(channel, reply)

@@ -28,9 +28,16 @@ def _signal_name(number: int) -> str:
 
 
 def describe_failure(
-    exit_code: int | None, stderr: str, timed_out: bool, truncated: bool, timeout: float, output_bytes: int
+    exit_code: int | None,
+    stderr: str,
+    timed_out: bool,
+    truncated: bool,
+    timeout: float,
+    output_bytes: int,
+    memory_killed: bool = False,
 ) -> str | None:
-    """None for a clean exit, else the reason: timeout, truncation, syntax, memory, signal or exit code."""
+    """None for a clean exit, else the reason: timeout, truncation, syntax, memory, signal or exit code.
+    `memory_killed`: the kernel killed a process of the run for the run's total memory."""
     if timed_out:
         return f"timeout after {timeout:.1f}s"
     if truncated:
@@ -44,6 +51,8 @@ def describe_failure(
         return f"syntax error: {message}" + (f" (line {line[-1]})" if line else "")
     if last.startswith("MemoryError"):
         return "memory limit exceeded"
+    if memory_killed:
+        return "memory limit exceeded (the run's total)"
     if exit_code is None:
         return "not started"
     if exit_code < 0:

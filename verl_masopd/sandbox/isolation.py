@@ -3,8 +3,12 @@
 Runs started by root execute under a uid from a small range reserved per concurrent run
 (`SLOT_UID_BASE` .. + `SLOT_COUNT`), held with a file lock so that separate processes never
 share one. Under that uid the process-count rlimit binds and every process of the run can be
-found and killed. Network and mount namespaces are used when the kernel permits them; where it
-does not, the missing isolation is recorded in `Isolation.warnings` and logged once.
+found and killed. Where the kernel permits namespaces, each run has its own network, IPC, mount
+and PID namespaces and sees a filesystem of its own (`Isolation.view`: the system's programs
+and libraries and the interpreter's directories, read-only, plus a size-limited /tmp); where
+cgroups are available, its process tree has memory and process-count totals (cgroups.py).
+`Isolation.protections` names what is active and is logged once at start-up; what is missing
+is in `Isolation.warnings`.
 """
 
 from __future__ import annotations
@@ -17,81 +21,125 @@ import os
 import random
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from verl_masopd.sandbox.cgroups import Cgroups, find_cgroups
+
 SLOT_UID_BASE = 64000
 SLOT_COUNT = 64
+SLOT_WAIT_S = 60.0
 WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+# What a program's filesystem holds besides the interpreter: system programs and libraries,
+# the dynamic linker's cache and the time zone (read-only), and the harmless devices.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 _CLEAN_MARK = "clean"
+_SLOT_POLL_S = (0.005, 0.05)
+_UNCLEAN_SLOT_ROUNDS = 100  # a slot whose leftovers outlast this is passed over for another
 
 logger = logging.getLogger(__name__)
 
-_PROBE = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x40020000) != 0)"
+# A child in fresh network, mount and PID namespaces that mounts a proc filesystem: what every run does.
+_PROBE = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None)
+if libc.unshare(0x40020000 | 0x08000000 | 0x20000000) != 0:
+    sys.exit(1)
+child = os.fork()
+if child == 0:
+    ok = libc.mount(None, b"/", None, 16384 | (1 << 18), None) == 0
+    ok = ok and libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None) == 0
+    os._exit(0 if ok and os.getpid() == 1 else 1)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0)
+"""
 
 
 @dataclass(frozen=True)
 class Isolation:
-    """privileged: runs drop to a slot uid; namespaces: private network and mounts."""
+    """privileged: runs drop to a slot uid; namespaces: private network, IPC, mounts and PIDs
+    with the filesystem `view` ((path, symlink target or "") entries, bound read-only) and
+    `devices` (character devices made anew in the run's /dev) on a tmpfs mounted, in the run's
+    own mount namespace, at `root` (an empty directory of the host that stays);
+    cgroups: per-run memory and process totals; protections: what is active, in words."""
 
     privileged: bool
     namespaces: bool
-    expose: tuple[tuple[str, tuple[str, ...]], ...]
-    shadow: tuple[str, ...]
+    root: str
+    view: tuple[tuple[str, str], ...]
+    devices: tuple[str, ...]
+    cgroups: Cgroups | None
+    protections: tuple[str, ...]
     warnings: tuple[str, ...]
 
 
-def _unreachable_ancestor(path: str) -> str | None:
-    """The highest directory on `path` that other users cannot traverse, if any."""
-    current = "/"
-    for part in path.strip("/").split("/"):
-        current = os.path.join(current, part)
-        if not os.stat(current).st_mode & stat.S_IXOTH:
-            return current
-    return None
-
-
-def _interpreter_exposure() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Interpreter directories hidden from other users, grouped by the ancestor that hides them."""
+def _interpreter_paths() -> set[str]:
+    """The interpreter's installation and environment (stdlib, site-packages, headers)."""
     roots = {sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix}
     roots |= {path for path in sysconfig.get_paths().values() if os.path.isdir(path)}
-    hidden: dict[str, set[str]] = {}
-    for root in {os.path.realpath(root) for root in roots}:
-        ancestor = _unreachable_ancestor(root)
-        if ancestor is not None:
-            hidden.setdefault(ancestor, set()).add(root)
-    return tuple(
-        (ancestor, tuple(path for path in sorted(paths) if not any(path.startswith(other + "/") for other in paths)))
-        for ancestor, paths in sorted(hidden.items())
-    )
+    return {os.path.realpath(root) for root in roots}
+
+
+def filesystem_view() -> tuple[tuple[str, str], ...]:
+    """What a run's filesystem holds: (path, "") bound read-only, (path, target) as a symlink.
+    Interpreter paths inside one another are bound once, at the outermost."""
+    entries = {}
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            entries[path] = os.readlink(path)
+        elif os.path.exists(path):
+            entries[path] = ""
+    paths = {path for path in _interpreter_paths() if os.path.exists(path)}
+    for path in paths:
+        if not any(path.startswith(other.rstrip("/") + "/") for other in paths | set(entries)):
+            entries.setdefault(path, "")
+    return tuple(sorted(entries.items()))
 
 
 @functools.lru_cache(maxsize=1)
 def isolation() -> Isolation:
-    """Probe once per process what this host allows; warn once about what is missing."""
+    """Probe once per process what this host allows; log what is active and warn about what is missing."""
     privileged = os.geteuid() == 0
     warnings = []
     namespaces = False
+    cgroups = None
+    protections = []
     if not privileged:
         warnings.append("not running as root: programs keep the caller's uid, no process-count limit or namespaces")
     else:
+        protections.append(f"unprivileged slot uids ({SLOT_COUNT}) with per-process rlimits")
         probe = subprocess.run([sys.executable, "-s", "-B", "-c", _PROBE], env={}, capture_output=True)
         namespaces = probe.returncode == 0
-        if not namespaces:
-            warnings.append("unshare(CLONE_NEWNET|CLONE_NEWNS) not permitted: programs have the host network")
-    expose = _interpreter_exposure() if namespaces else ()
-    if privileged and not namespaces and _interpreter_exposure():
-        warnings.append("the interpreter is not readable by the sandbox uid and cannot be exposed without namespaces")
-    shadow = tuple(path for path in WORLD_WRITABLE_DIRS if os.path.isdir(path) and not os.path.islink(path))
+        if namespaces:
+            protections.append("network, IPC, mount and PID namespaces")
+            protections.append("read-only filesystem view of the system and the interpreter")
+            protections.append("size-limited tmpfs for the run's files")
+        else:
+            warnings.append(
+                "namespaces (network, IPC, mount, PID with its /proc) not permitted: programs have the host "
+                "network, the host filesystem and see every process"
+            )
+    if namespaces:
+        cgroups, described = find_cgroups()
+        if cgroups is None:
+            warnings.append(f"no cgroups ({described}): memory is capped per process, processes per uid")
+        else:
+            protections.append(f"{described} totals per run")
     for warning in warnings:
         logger.warning("sandbox isolation reduced: %s", warning)
-    return Isolation(privileged, namespaces, expose, shadow if namespaces else (), tuple(warnings))
+    logger.info("sandbox protections: %s", "; ".join(protections) or "none")
+    view = filesystem_view() if namespaces else ()
+    devices = tuple(device for device in DEVICES if namespaces and os.path.exists(device))
+    root = os.path.join(slot_lock_dir(), "root") if namespaces else ""
+    if root:
+        os.makedirs(root, exist_ok=True)
+    return Isolation(privileged, namespaces, root, view, devices, cgroups, tuple(protections), tuple(warnings))
 
 
 def slot_lock_dir() -> str:
@@ -100,16 +148,24 @@ def slot_lock_dir() -> str:
     return path
 
 
-@contextlib.contextmanager
-def slot_uid() -> Iterator[int]:
-    """Hold one slot uid exclusively (across threads and processes) for the duration of a run.
+class SlotUnavailable(Exception):
+    """No slot uid became free within the wait allowed."""
 
-    A holder whose block ends without an exception has seen every process of the uid end (the
-    run's supervisor kills them before it reports, the runner when no report came) and marks the
-    slot clean in its lock file; the next holder searches /proc for leftovers to kill only when
-    that mark is missing (a holder crashed or raised).
-    """
-    lock_dir = slot_lock_dir()
+
+_local_slots = threading.BoundedSemaphore(SLOT_COUNT)
+
+
+def _reset_after_fork() -> None:
+    global _local_slots
+    _local_slots = threading.BoundedSemaphore(SLOT_COUNT)
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _take_free_slot(lock_dir: str, deadline: float, wait: float):
+    """Lock a slot whose last run has nothing left: (its open lock file, its uid)."""
+    pause = _SLOT_POLL_S[0]
     while True:
         offset = random.randrange(SLOT_COUNT)
         for index in range(SLOT_COUNT):
@@ -120,22 +176,45 @@ def slot_uid() -> Iterator[int]:
             except BlockingIOError:
                 handle.close()
                 continue
-            with handle:
-                handle.seek(0)
-                clean = handle.read() == _CLEAN_MARK
+            handle.seek(0)
+            clean = handle.read() == _CLEAN_MARK
+            if clean or kill_uid_processes(uid, rounds=_UNCLEAN_SLOT_ROUNDS):
                 handle.truncate(0)
                 handle.flush()
-                if not clean:
-                    kill_uid_processes(uid)
-                yield uid
-                handle.write(_CLEAN_MARK)
-            return
-        time.sleep(0.005)
+                return handle, uid
+            handle.close()
+        if time.monotonic() >= deadline:
+            raise SlotUnavailable(f"no sandbox slot free within {wait:g}s")
+        time.sleep(pause)
+        pause = min(2 * pause, _SLOT_POLL_S[1])
 
 
-def uid_processes(uid: int) -> list[int]:
-    """Live (non-zombie) processes whose real uid is `uid`, read from /proc."""
-    found = []
+@contextlib.contextmanager
+def slot_uid(wait: float = SLOT_WAIT_S) -> Iterator[int]:
+    """Hold one slot uid exclusively (across threads and processes) for the duration of a run.
+
+    At most SLOT_COUNT threads of a process look for a slot at once (the others wait in turn);
+    a slot is found within `wait` seconds or SlotUnavailable is raised. A holder whose block ends
+    without an exception has seen every process of the uid end (the runner checks it) and marks
+    the slot clean in its lock file; a slot without that mark is taken only once every process
+    of its uid, zombies included, is gone.
+    """
+    deadline = time.monotonic() + wait
+    slots = _local_slots
+    if not slots.acquire(timeout=wait):
+        raise SlotUnavailable(f"no sandbox slot free within {wait:g}s")
+    try:
+        handle, uid = _take_free_slot(slot_lock_dir(), deadline, wait)
+        with handle:
+            yield uid
+            handle.write(_CLEAN_MARK)
+    finally:
+        slots.release()
+
+
+def uid_processes(uid: int) -> tuple[list[int], int]:
+    """Live processes whose real uid is `uid` and the count of its zombies, read from /proc."""
+    found, zombies = [], 0
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -145,23 +224,27 @@ def uid_processes(uid: int) -> list[int]:
         except OSError:
             continue
         uid_line = status[status.index(b"\nUid:") + 5 :].split(None, 1)[0]
-        if int(uid_line) == uid and b"\nState:\tZ" not in status:
-            found.append(int(name))
-    return found
+        if int(uid_line) == uid:
+            if b"\nState:\tZ" in status:
+                zombies += 1
+            else:
+                found.append(int(name))
+    return found, zombies
 
 
 def kill_uid_processes(uid: int, rounds: int = 1000) -> bool:
-    """SIGKILL every process of `uid` until none is left; whether none is (bounded: a process
-    stuck in the kernel cannot be waited for forever)."""
+    """SIGKILL every process of `uid` until none is left, zombies included (they count against
+    the uid's process limit until reaped); whether none is (bounded: a process stuck in the
+    kernel or a zombie its parent does not reap cannot be waited for forever)."""
     for _ in range(rounds):
-        pids = uid_processes(uid)
-        if not pids:
+        pids, zombies = uid_processes(uid)
+        if not pids and not zombies:
             return True
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
-    logger.warning("sandbox uid %d still has processes %s after SIGKILL", uid, uid_processes(uid))
+    logger.warning("sandbox uid %d still has processes (live, zombies) %s after SIGKILL", uid, uid_processes(uid))
     return False
 
 

@@ -1,8 +1,11 @@
 """run_program / run_many: execute untrusted Python on a stdin, contained, and never raise.
 
 Each run is a fresh fork of the sandbox zygote (zygote.py, bootstrap.py), so no interpreter
-starts per run; this side prepares the run's uid, working directory, stdin and pipes, reads the
-output, enforces the deadline and the output cap, and turns the outcome into an ExecResult.
+starts per run; this side takes a slot uid (waiting at most `slot_wait` seconds, not counted in
+the program's time), prepares its cgroup, working directory, stdin and pipes, reads the output,
+enforces the deadline (counted from the program's start) and the output cap, and turns the
+outcome into an ExecResult. A failure of the sandbox itself is retried once with a fresh slot,
+then returned as an infrastructure failure, never as the program's.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from pathlib import Path
 
 from verl_masopd.sandbox.errors import describe_failure
 from verl_masopd.sandbox.isolation import (
+    SLOT_COUNT,
+    SLOT_WAIT_S,
     WORLD_WRITABLE_DIRS,
+    SlotUnavailable,
     isolation,
     kill_uid_processes,
     remove_uid_files,
@@ -31,7 +37,8 @@ from verl_masopd.sandbox.zygote import ZYGOTE_ENV, Run, SandboxError, start_run
 
 logger = logging.getLogger(__name__)
 
-_SUPERVISOR_GRACE_S = 1.0
+_SUPERVISOR_GRACE_S = 5.0
+_ATTEMPTS = 2
 _OPEN_FILES = 256
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
@@ -67,11 +74,11 @@ def _workdir(uid: int | None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _run_identity() -> Iterator[int | None]:
+def _run_identity(slot_wait: float) -> Iterator[int | None]:
     if not isolation().privileged:
         yield None
         return
-    with slot_uid() as uid:
+    with slot_uid(slot_wait) as uid:
         yield uid
 
 
@@ -116,24 +123,42 @@ def _supervised(run: Run, stdout_pipe, stderr_pipe, deadline: float, limits: Lim
     return stdout, stderr, timed_out, truncated, reply
 
 
-def _execute(code: str, stdin: str, timeout: float, limits: Limits) -> ExecResult:
+def _ensure_empty(uid: int) -> None:
+    """After a run whose supervisor did not report: raise unless nothing of the run is left (its
+    cgroup's count, else the uid's processes in /proc). A supervisor's report says by itself
+    that nothing of its run but the supervisor, which exits at once, is left."""
+    cgroups = isolation().cgroups
+    if cgroups is not None and cgroups.tasks(uid) == 0:
+        return
+    if not kill_uid_processes(uid):
+        raise SandboxError(f"processes of sandbox uid {uid} survived SIGKILL")
+
+
+def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: float) -> ExecResult:
     setup = isolation()
-    start = time.monotonic()
-    with _run_identity() as uid, _workdir(uid) as workdir, tempfile.TemporaryFile() as stdin_file:
+    with _run_identity(slot_wait) as uid, _workdir(uid) as workdir, tempfile.TemporaryFile() as stdin_file:
         Path(workdir, "main.py").write_text(code, encoding="utf-8", errors="surrogateescape")
         stdin_file.write(stdin.encode("utf-8", errors="surrogateescape"))
         stdin_file.seek(0)
-        cwd = "/tmp" if setup.shadow else workdir
+        cwd = "/tmp" if setup.namespaces else workdir
+        cgroups = setup.cgroups if uid is not None else None
+        mib = 1024 * 1024
         config = {
             "uid": uid,
             "workdir": workdir,
             "cwd": cwd,
             "env": _environment(cwd),
             "namespaces": setup.namespaces,
-            "expose": setup.expose,
-            "shadow": setup.shadow,
+            "root": setup.root,
+            "view": setup.view,
+            "devices": setup.devices,
+            "disk_bytes": limits.disk_mb * mib,
+            "cgroups": cgroups.prepare(uid, (limits.memory_mb + limits.disk_mb) * mib, limits.processes + 1)
+            if cgroups
+            else [],
             "rlimits": _rlimits(limits),
         }
+        oom_kills = cgroups.oom_kills(uid) if cgroups else 0
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
         with open(stdout_read, "rb", buffering=0) as stdout_pipe, open(stderr_read, "rb", buffering=0) as stderr_pipe:
@@ -142,39 +167,60 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits) -> ExecResul
             finally:
                 os.close(stdout_write)
                 os.close(stderr_write)
+            start = time.monotonic()
             with run:
                 stdout, stderr, timed_out, truncated, reply = _supervised(
                     run, stdout_pipe, stderr_pipe, start + timeout, limits
                 )
-        if uid is not None and "status" not in reply and not kill_uid_processes(uid):
-            raise SandboxError(f"processes of sandbox uid {uid} survived SIGKILL")
-        if uid is not None and not setup.shadow:
+        if uid is not None and "status" not in reply:
+            _ensure_empty(uid)
+        if "error" in reply and not timed_out:
+            raise SandboxError(reply["error"])
+        if uid is not None and not setup.namespaces:
             remove_uid_files(uid, WORLD_WRITABLE_DIRS)
+        memory_killed = bool(cgroups) and cgroups.oom_kills(uid) > oom_kills
     stderr_text = stderr.decode("utf-8", errors="replace")
-    if "error" in reply:
-        raise SandboxError(reply["error"])
-    exit_code = None if timed_out else os.waitstatus_to_exitcode(reply["status"])
+    status = None if timed_out else reply["status"]
+    exit_code = None if status is None else os.waitstatus_to_exitcode(status)
     return ExecResult(
         stdout=stdout.decode("utf-8", errors="replace"),
         stderr=stderr_text,
         exit_code=exit_code,
         timed_out=timed_out,
         duration=time.monotonic() - start,
-        error=describe_failure(exit_code, stderr_text, timed_out, truncated, timeout, limits.output_bytes),
+        error=describe_failure(
+            exit_code, stderr_text, timed_out, truncated, timeout, limits.output_bytes, memory_killed
+        ),
         truncated=truncated,
     )
 
 
-def run_program(code: str, stdin: str = "", timeout: float = 10.0, limits: Limits | None = None) -> ExecResult:
-    """Run `code` as a Python program on `stdin` under `timeout` seconds of wall clock and `limits`.
+def _infrastructure_failure(reason: str) -> ExecResult:
+    return ExecResult("", "", None, False, 0.0, f"sandbox failure: {reason}", infrastructure_failure=True)
 
-    Never raises: a failure of the sandbox itself is returned as an ExecResult with its reason.
+
+def run_program(
+    code: str,
+    stdin: str = "",
+    timeout: float = 10.0,
+    limits: Limits | None = None,
+    slot_wait: float = SLOT_WAIT_S,
+) -> ExecResult:
+    """Run `code` as a Python program on `stdin` under `timeout` seconds of wall clock and `limits`,
+    waiting at most `slot_wait` seconds for a slot.
+
+    Never raises: a failure of the sandbox itself is retried once, then returned as an
+    ExecResult with `infrastructure_failure` set and its reason.
     """
-    try:
-        return _execute(code, stdin, timeout, limits or Limits())
-    except Exception as error:  # the rollout loop must never see an exception from execution
-        logger.exception("sandbox failure")
-        return ExecResult("", "", None, False, 0.0, f"sandbox failure: {type(error).__name__}: {error}")
+    for attempt in range(_ATTEMPTS):
+        try:
+            return _execute(code, stdin, timeout, limits or Limits(), slot_wait)
+        except SlotUnavailable as error:
+            return _infrastructure_failure(str(error))
+        except Exception as error:  # the rollout loop must never see an exception from execution
+            logger.warning("sandbox failure (attempt %d of %d)", attempt + 1, _ATTEMPTS, exc_info=True)
+            reason = f"{type(error).__name__}: {error}"
+    return _infrastructure_failure(reason)
 
 
 def run_many(
@@ -182,10 +228,17 @@ def run_many(
     timeout: float = 10.0,
     limits: Limits | None = None,
     max_workers: int | None = None,
+    slot_wait: float = SLOT_WAIT_S,
 ) -> list[ExecResult]:
-    """Run (code, stdin) jobs concurrently on a bounded pool; results in the order of `jobs`."""
+    """Run (code, stdin) jobs concurrently on a bounded pool; results in the order of `jobs`.
+
+    The pool has at most SLOT_COUNT workers as root (no more runs of one process can hold a slot
+    at once), `max_workers` or the CPU count otherwise.
+    """
     if not jobs:
         return []
-    workers = max_workers or os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="sandbox") as pool:
-        return list(pool.map(lambda job: run_program(job[0], job[1], timeout, limits), jobs))
+    workers = min(max_workers or os.cpu_count() or 1, len(jobs))
+    if isolation().privileged:
+        workers = min(workers, SLOT_COUNT)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox") as pool:
+        return list(pool.map(lambda job: run_program(job[0], job[1], timeout, limits, slot_wait), jobs))
