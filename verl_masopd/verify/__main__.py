@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from verl_masopd.verify import math_equal
+from verl_masopd.verify.equivalence import ANSWER_CHECK_TIMEOUT_S
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     equal = commands.add_parser("math", help="are two math answers equivalent (math-verify)?")
     equal.add_argument("pred")
     equal.add_argument("gold")
-    equal.add_argument("--timeout", type=float, default=5.0)
+    equal.add_argument("--timeout", type=float, default=ANSWER_CHECK_TIMEOUT_S)
     args = parser.parse_args(argv)
     print("true" if math_equal(args.pred, args.gold, args.timeout) else "false")
     return 0

@@ -20,7 +20,7 @@ from verl_masopd.sandbox import ExecResult
 from verl_masopd.verify import extract_hash_answer, extract_program_answer, math_equal
 from verl_masopd.workflows.base import Action, Agent, Episode, Turn
 from verl_masopd.workflows.consensus import majority
-from verl_masopd.workflows.execution import JobBatch, failure
+from verl_masopd.workflows.execution import JobBatch, failure, program_output
 from verl_masopd.workflows.parsing import shown, unusable_reason
 from verl_masopd.workflows.problem import MATH
 from verl_masopd.workflows.prompted import PromptedWorkflow, parse_program
@@ -64,7 +64,9 @@ def reasoner_evidence(action: Action, gold: str | None) -> dict:
 
 def tool_user_evidence(action: Action, run: ExecResult | None, gold: str | None, shown_chars: int) -> dict:
     """Run, parse and answer checks of a Tool-User's program; `run` is None when it wrote none.
-    The printed output is kept for the report, clipped to `shown_chars`."""
+    An answer is read only from a run that finished cleanly (METHOD.md §6): a crash, a timeout or
+    a non-zero exit gives no answer, whatever it printed. The printed output is kept for the
+    report, clipped to `shown_chars`."""
     if run is None:
         correct = answer_correct(None, gold)
         return {
@@ -75,10 +77,11 @@ def tool_user_evidence(action: Action, run: ExecResult | None, gold: str | None,
             "correct": correct,
             "verdict": correct,
         }
-    answer = extract_program_answer(run.stdout)
+    output = program_output(run)
+    answer = None if output is None else extract_program_answer(output)
     correct = answer_correct(answer, gold)
     return {
-        "run": failure(run) is None,
+        "run": output is not None,
         "output": shown(run.stdout, shown_chars),
         "failure": failure(run),
         "answer": answer,
@@ -163,11 +166,12 @@ class MathWorkflow(MathDomainWorkflow):
                 lines.append(f"{u.name}'s program printed:\n```output\n{ev['output'].rstrip()}\n```")
             else:
                 lines.append(f"{u.name}'s program printed nothing.")
-            lines.append(
-                f"Answer read from it: {shown(ev['answer'], 200)}"
-                if ev["answer"] is not None
-                else "No answer could be read from its output."
-            )
+            if ev["answer"] is not None:
+                lines.append(f"Answer read from it: {shown(ev['answer'], 200)}")
+            elif ev["failure"] is not None:
+                lines.append("A failed run gives no answer.")
+            else:
+                lines.append("No answer could be read from its output.")
         lines.append("All answers agree." if agreed else "The answers disagree.")
         return "\n".join(lines)
 
