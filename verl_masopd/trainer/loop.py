@@ -54,7 +54,7 @@ from verl_masopd.trainer.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from verl_masopd.trainer.config import validate_config
+from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.cure_inputs import cure_matrices
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
@@ -97,9 +97,9 @@ class Trainer:
         )
         domain = self.run.workflow.domain
         self.stream = ProblemStream(
-            read_problems(self.run.train_files, domain), cfg.data.train_batch_size, cfg.data.seed
+            _problems(self.run.train_files, domain, "data.train_files"), cfg.data.train_batch_size, cfg.data.seed
         )
-        self.val_problems = read_problems(self.run.val_files, domain) if self.run.val_files else []
+        self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
 
         engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
         self.placement = EnginePlacement(cfg.engines, engines)
@@ -322,6 +322,14 @@ class Trainer:
 
     def _due(self, freq) -> bool:
         return freq is not None and freq > 0 and self.step % freq == 0
+
+
+def _problems(files: tuple[str, ...], domain: str, key: str) -> list:
+    """The problems of `files`; a bad file or row stops the start with a ConfigError naming `key`."""
+    try:
+        return read_problems(files, domain)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{key}: {e}") from None
 
 
 @contextmanager

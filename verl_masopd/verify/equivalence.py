@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 MAX_WORKERS = min(4, os.cpu_count() or 1)
 MAX_ANSWER_CHARS = 1000
-ANSWER_CHECK_TIMEOUT_S = 2.0
+ANSWER_CHECK_TIMEOUT_S = 3.0
 _STARTUP_TIMEOUT_S = 120.0
 
 
@@ -81,15 +81,15 @@ class WorkerPool:
     def equal(self, pred: str, gold: str, timeout: float) -> bool:
         """math-verify's verdict; False when the wait for a free worker and the comparison together
         take longer than `timeout` seconds (a new worker's start-up not counted)."""
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
         if not self._places.acquire(timeout=timeout):
             logger.warning("no math-verify worker free within %.1fs", timeout)
             return False
         try:
+            remaining = max(0.0, timeout - (time.monotonic() - started))
             worker = self._take()
             if worker is None:
                 return False
-            remaining = max(0.0, deadline - time.monotonic())
             request = json.dumps([str(pred), str(gold), max(1, math.ceil(remaining))]) + "\n"
             try:
                 worker.stdin.write(request.encode())
