@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 MAX_WORKERS = min(4, os.cpu_count() or 1)
 MAX_ANSWER_CHARS = 1000
-ANSWER_CHECK_TIMEOUT_S = 3.0
+ANSWER_CHECK_TIMEOUT_S = 5.0
 _STARTUP_TIMEOUT_S = 120.0
 
 
