@@ -57,7 +57,8 @@ from verl_masopd.trainer.checkpoint import (
 from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.cure_inputs import cure_matrices
 from verl_masopd.trainer.data import ProblemStream, read_problems
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
+from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
+from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.generation_path import VLLM, select_generation_path
 from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.placement import EnginePlacement
@@ -89,6 +90,7 @@ class Trainer:
         self.cfg = cfg
         self.run = validate_config(cfg)
         self.generation = select_generation_path(cfg)
+        check_actor_settings(cfg, self.generation)
         self.spec = self.run.estimator
         self.workflow = self.run.make_workflow()
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
@@ -128,14 +130,7 @@ class Trainer:
     def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
         actor = self.cfg.actor_rollout_ref.actor
-        loss_fn = policy_loss(
-            actor.policy_loss.loss_mode,
-            clip_ratio=actor.clip_ratio,
-            loss_agg_mode=actor.loss_agg_mode,
-            use_kl_loss=bool(actor.use_kl_loss),
-            kl_loss_coef=actor.kl_loss_coef,
-            kl_loss_type=actor.kl_loss_type,
-        )
+        loss_fn = actor_loss(self.cfg)
         grad_clip = actor.grad_clip
         if self.spec.name == "marft":
             grad_clip = read_options(self.cfg.algorithm, "marft", MarftOptions).max_grad_norm
