@@ -47,6 +47,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
     config_hash,
@@ -57,7 +58,6 @@ from verl_masopd.trainer.checkpoint import (
 from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.cure_inputs import cure_matrices
 from verl_masopd.trainer.data import ProblemStream, read_problems
-from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.generation_path import VLLM, select_generation_path
 from verl_masopd.trainer.hybrid_policy import build_vllm_policy
