@@ -15,14 +15,8 @@ from data_prep.convert import convert
 from data_prep.errors import DataError
 from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
+from verl_masopd.cli_args import count, positive_seconds
 from verl_masopd.verify.compare import DEFAULT_FLOAT_TOL
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _tolerance(text: str) -> float:
@@ -40,12 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--input", required=True, help="release file or folder")
         sub.add_argument("--output", required=True, help="parquet file to write")
         sub.add_argument("--split", default=source.default_split, help=f"split (default {source.default_split})")
-        sub.add_argument("--limit", type=_positive, help="keep at most N rows")
+        sub.add_argument("--limit", type=count, help="keep at most N rows")
     check = commands.add_parser("check-solutions", help="run reference solutions against their tests")
     check.add_argument("file", help="parquet file written by data_prep")
-    check.add_argument("--limit", type=_positive, help="check at most N problems")
-    check.add_argument("--timeout", type=float, default=10.0, help="seconds per test run (default 10)")
-    check.add_argument("--workers", type=_positive, help="parallel test runs (default: the sandbox's)")
+    check.add_argument("--limit", type=count, help="check at most N problems")
+    check.add_argument("--timeout", type=positive_seconds, default=10.0, help="seconds per test run (default 10)")
+    check.add_argument("--workers", type=count, help="parallel test runs (default: the sandbox's)")
     check.add_argument(
         "--float-tol",
         type=_tolerance,
@@ -55,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     builtin = commands.add_parser("builtin", help="write a small synthetic dataset")
     builtin.add_argument("--domain", required=True, choices=("code", "math"))
     builtin.add_argument("--output", required=True, help="parquet file to write")
-    builtin.add_argument("--n", type=_positive, default=64, help="number of problems (default 64)")
+    builtin.add_argument("--n", type=count, default=64, help="number of problems (default 64)")
     return parser
 
 
@@ -75,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = convert(SOURCES[args.command], args.input, args.output, args.split, args.limit)
             print(summary.format())
             print(f"wrote {summary.kept} rows to {args.output}")
-    except DataError as e:
+    except (DataError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -72,3 +72,29 @@ def test_missing_model_path_is_named(tmp_path):
         EngineSettings(model_path=str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="config.json"):
         EngineSettings(model_path=str(tmp_path))
+
+
+def test_actor_config_settings_reach_the_loss_in_the_engine(student, make_policy_batch, tiny_model_path):
+    """entropy_coeff and clip_ratio_high of `actor_rollout_ref.actor` reach verl's loss in the engine:
+    the entropy term is computed and the pg clip bound follows clip_ratio_high."""
+    from verl_masopd.config import compose_config
+    from verl_masopd.trainer.actor_loss import actor_loss
+
+    overrides = ["preset=cpu", f"students.path={tiny_model_path}", "algorithm.adv_estimator=grpo"]
+    plain = actor_loss(compose_config(overrides))
+    tuned = actor_loss(
+        compose_config(
+            overrides + ["actor_rollout_ref.actor.entropy_coeff=0.01", "actor_rollout_ref.actor.clip_ratio_high=10.0"]
+        )
+    )
+    batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=4)
+    # old log-probs below the current ones: the ratio e ≈ 2.7 exceeds 1 + 0.2 but not 1 + 10
+    batch.batch["old_log_probs"] = student.infer_batch(batch) - batch.batch["response_mask"]
+    batch.batch["advantages"] = torch.ones_like(batch.batch["old_log_probs"])
+
+    plain_metrics = student.train_mini_batch(batch, plain)
+    tuned_metrics = student.train_mini_batch(batch, tuned)
+
+    assert "actor/entropy_loss" not in plain_metrics and tuned_metrics["actor/entropy_loss"][0] > 0
+    assert plain_metrics["actor/pg_clipfrac"][0] == 1.0
+    assert tuned_metrics["actor/pg_clipfrac"][0] < 1.0

@@ -126,3 +126,37 @@ def test_at_grpo_separates_agents_of_one_role():
     half = 0.5 / math.sqrt(0.5)
     # coder_1's group has equal rewards: zero advantage, not mixed with coder_0's
     assert torch.allclose(out.batch["advantages"][:, 0], torch.tensor([half, -half, 0.0, 0.0]), atol=1e-4)
+
+
+# a problem p whose turn 1 only one episode reached, and a problem q with one row: every reward 0.5
+LONE_ROWS = dict(
+    team=[0.5, 0.5, 0.5, 0.5],
+    local=[0.0] * 4,
+    local_mask=[1] * 4,
+    uid=["p", "p", "p", "q"],
+    role=["reasoner"] * 4,
+    agent=["reasoner_0"] * 4,
+    turn=[0, 0, 1, 0],
+)
+
+
+@pytest.mark.parametrize("group_by", ["problem", "problem_role", "problem_role_turn"])
+@pytest.mark.parametrize("norm", [True, False])
+def test_grpo_group_of_one_gets_advantage_zero(group_by, norm):
+    """METHOD.md §6: a lone sample has nothing to be relative to; verl's convention gives it +0.5."""
+    algorithm = {"grpo": {"group_by": group_by}, "norm_adv_by_std_in_grpo": norm}
+    out = compute_advantages(batch(**LONE_ROWS), config("grpo", **algorithm))
+    assert torch.equal(out.batch["advantages"], torch.zeros(4, 2))
+    assert torch.equal(out.batch["returns"], torch.zeros(4, 2))
+
+
+def test_grpo_group_of_one_next_to_real_groups():
+    rows = dict(LONE_ROWS, team=[1.0, 0.0, 0.5, 0.5])
+    out = compute_advantages(batch(**rows), config("grpo", grpo={"group_by": "problem_role_turn"}))
+    half = 0.5 / math.sqrt(0.5)
+    assert torch.allclose(out.batch["advantages"][:, 0], torch.tensor([half, -half, 0.0, 0.0]), atol=1e-4)
+
+
+def test_at_grpo_group_of_one_gets_advantage_zero():
+    out = compute_advantages(batch(**LONE_ROWS), config("at_grpo"))
+    assert torch.equal(out.batch["advantages"], torch.zeros(4, 2))

@@ -83,3 +83,14 @@ def test_groups_are_per_problem():
 def test_bad_option_is_named():
     with pytest.raises(ValueError, match="algorithm.magrpo.reward_at"):
         magrpo([("e1", "p", "coder_0", 0, 1, 1.0, 0.0)], reward_at="first_turn")
+
+
+def test_a_turn_only_one_episode_reached_has_advantage_zero():
+    """METHOD.md §6 for MAGRPO's per-turn centring: the lone episode alive at turn 1 is its own baseline."""
+    rows = [
+        ("e1", "p", "coder_0", 0, 1, 0.5, 0.0),
+        ("e2", "p", "coder_0", 0, 2, 0.5, 0.0),
+        ("e2", "p", "coder_0", 1, 2, 0.5, 0.0),
+    ]
+    advantages, _ = magrpo(rows)
+    assert torch.equal(advantages, torch.zeros(3, 3))

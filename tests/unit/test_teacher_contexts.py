@@ -11,8 +11,10 @@ from verl_masopd.teacher.attribution import (
     NO_REFERENCE,
     Attributor,
     parse_verdicts,
+    verifier_wins,
 )
 from verl_masopd.teacher.contexts import TeacherContextBuilder
+from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.privileged import HEADER, privileged_block
 from verl_masopd.workflows.base import HOLD, REVISE, Action, Attribution, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
@@ -231,12 +233,31 @@ async def test_model_route_one_call_per_turn_and_counted_fallbacks(tiny_tokenize
     result = await Attributor(workflow, "model", model, tiny_tokenizer).attribute(episodes)
     assert model.calls == [3] and result.model_calls == 3
     assert dict(result.fallbacks) == {NO_JSON: 1, MISSING_VERDICT: 1, NO_REFERENCE: 1}
-    # the model's verdict (deliberately unlike the rules') is used where it parsed
+    # the model's verdicts (deliberately unlike the verifier's facts) are overridden and counted
     parsed = result.previous("e-parsed", 1)
-    assert parsed.source == "model" and parsed.verdicts == {"solver_0": True, "checker_0": False}
-    assert parsed.decisions == {"solver_0": HOLD, "checker_0": REVISE}
+    assert parsed.source == "model" and parsed.verdicts == {"solver_0": False, "checker_0": True}
+    assert parsed.decisions == {"solver_0": REVISE, "checker_0": HOLD}
+    assert result.overrides == 2
     for eid in ("e-garbled", "e-partial"):
         assert result.previous(eid, 1).source == "rules"
         assert result.previous(eid, 1).verdicts == {"solver_0": False, "checker_0": True}
     assert result.previous("e-noref", 1).verdicts == {"solver_0": None, "checker_0": None}
     assert result.incomplete == 1
+
+
+def test_model_verdicts_stand_only_where_the_verifier_has_no_fact():
+    """METHOD.md §6: the model locates, the verifier decides; a contradiction is overridden and counted."""
+    facts = Attribution(0, {"solver_0": False, "checker_0": None}, {"solver_0": REVISE})
+    verdicts, overridden = verifier_wins({"solver_0": True, "checker_0": False}, facts)
+    assert verdicts == {"solver_0": False, "checker_0": False} and overridden == 1
+    assert verifier_wins({"solver_0": False, "checker_0": True}, facts) == ({"solver_0": False, "checker_0": True}, 0)
+    assert verifier_wins({"solver_0": True}, None) == ({"solver_0": True}, 0)
+
+
+async def test_model_route_overrides_reach_the_step_metrics(tiny_tokenizer):
+    workflow = PairWorkflow()
+    episode = play(workflow, PROBLEM, [{"solver_0": "41", "checker_0": "42"}, {"solver_0": "42", "checker_0": "42"}])
+    model = ScriptedAttributionModel(tiny_tokenizer, {"6 times 7": '{"solver_0": "correct", "checker_0": "correct"}'})
+    result = await Attributor(workflow, "model", model, tiny_tokenizer).attribute({"e1": episode})
+    assert result.previous("e1", 1).verdicts == {"solver_0": False, "checker_0": True}
+    assert step_metrics([], result)["teacher/attribution_overrides"] == 1.0

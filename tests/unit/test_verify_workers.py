@@ -8,7 +8,7 @@ import time
 import pytest
 
 from verl_masopd.verify import math_equal
-from verl_masopd.verify.equivalence import WorkerPool
+from verl_masopd.verify.equivalence import ANSWER_CHECK_TIMEOUT_S, MAX_ANSWER_CHARS, WorkerPool
 
 # sympy evaluates the tower 2^(2^65536) in one C call that math-verify's SIGALRM cannot interrupt.
 HANGS = "2^{2^{2^{2^{2^{2}}}}}"
@@ -64,6 +64,21 @@ def test_no_more_workers_than_the_cap_and_waiters_get_a_free_one(pool):
 def test_math_equal_survives_a_hanging_answer():
     assert math_equal(HANGS, "1", timeout=1.0) is False
     assert math_equal("2", "2.0", timeout=5.0) is True
+
+
+def test_one_comparison_is_bounded_by_default():
+    """An answer that makes math-verify hang costs at most the default bound (plus a worker's start)."""
+    started = time.monotonic()
+    assert math_equal("9^{9^{9^{9}}}", "40") is False
+    assert time.monotonic() - started < ANSWER_CHECK_TIMEOUT_S + 1.5
+
+
+def test_answers_over_the_length_cap_are_not_compared():
+    """A huge answer (a program printing 4 MB on one line) is refused before math-verify sees it."""
+    at_cap = "1" * MAX_ANSWER_CHARS
+    assert math_equal(at_cap, at_cap) is True
+    assert math_equal(at_cap + "1", at_cap + "1") is False
+    assert math_equal("1" * 4_000_000, "40") is False
 
 
 def test_pool_size_is_validated():

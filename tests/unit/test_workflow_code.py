@@ -44,7 +44,7 @@ def play(workflow, problem, turns):
 
 
 def one_turn(coder_text, tester_text, problem=PROBLEM, **options):
-    workflow = make_workflow("mas", "code", timeout=10.0, **options)
+    workflow = make_workflow("mas", "code", **{"timeout": 10.0, **options})
     episode = play(workflow, problem, [{"coder_0": coder_text, "tester_0": tester_text}])
     return workflow, episode
 
@@ -295,6 +295,29 @@ def test_call_based_problem_runs_the_named_function():
         evidence["well_formed"] is False
         and evidence["reason"] == "call-based test input must be a JSON array of arguments"
     )
+
+
+EXITS_AFTER_ANSWER = RIGHT + "import sys\nsys.exit(3)\n"
+SPINS_AFTER_ANSWER = "a, b = map(int, input().split())\nprint(a + b, flush=True)\nwhile True:\n    pass\n"
+
+
+@pytest.mark.parametrize("code", [EXITS_AFTER_ANSWER, SPINS_AFTER_ANSWER])
+def test_a_failed_run_is_no_result_for_the_coder_the_tester_or_cure(code):
+    """METHOD.md §6: right output followed by a non-zero exit or a timeout passes no golden test,
+    agrees with no test case, and makes no reference output for the Tester's check."""
+    workflow, episode = one_turn(written_program(code), written_test("2 3", "5"), timeout=1.0)
+    turn = episode.turns[0]
+    assert not turn.agreed and turn.verifier["pairs"][0]["signature"] is None
+    assert turn.verifier["agents"]["coder_0"]["passed"] == 0
+    assert workflow.judge(episode).local[0, "coder_0"].terms == {"build": 1.0, "run": 0.0, "pass": 0.0}
+    matrix = cure_execution_matrix([code], list(GOLDEN), [Case("2 3\n", "5\n")], timeout=1.0)
+    assert matrix == [[0, 0, 0]]
+
+    problem = dataclasses.replace(PROBLEM, reference_solution=code)
+    workflow, episode = one_turn(written_program(RIGHT), written_test("2 3", "5"), problem=problem, timeout=1.0)
+    tester = episode.turns[0].verifier["agents"]["tester_0"]
+    assert tester["valid"] is False and tester["spec"] is False
+    assert workflow.judge(episode).local[0, "tester_0"].value == 0.0
 
 
 def test_cure_execution_matrix():

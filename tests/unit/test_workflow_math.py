@@ -81,6 +81,28 @@ def test_failing_program_still_leaves_the_reasoner_answer():
     assert judgement.submission == "1/2" and judgement.team == 1.0
 
 
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("import sys\nprint('1/2')\nsys.exit(3)", "exit code 3"),
+        ("print('1/2', flush=True)\nwhile True:\n    pass", "timeout after 1.0s"),
+        ("print('1/2', flush=True)\nraise RuntimeError('late')", "exit code 1: RuntimeError: late"),
+    ],
+)
+def test_a_failed_run_gives_no_answer_whatever_it_printed(code, why):
+    """METHOD.md §6: the answer printed before a non-zero exit, a timeout or a crash is no answer:
+    no parse or answer credit and no agreement with a Reasoner giving the same answer."""
+    workflow = make_workflow("mas", "math", timeout=1.0)
+    episode = play(workflow, [{"reasoner_0": reasoning("1/2"), "tool_user_0": program(code)}])
+    turn = episode.turns[0]
+    assert not turn.agreed and turn.verifier["pairs"][0]["agree"] is False
+    evidence = turn.verifier["agents"]["tool_user_0"]
+    assert evidence["answer"] is None and evidence["correct"] is False and evidence["failure"].startswith(why)
+    assert f"tool_user_0's program failed: {why}" in turn.report and "A failed run gives no answer." in turn.report
+    reward = workflow.judge(episode).local[0, "tool_user_0"]
+    assert reward.terms == {"run": 0.0, "parse": 0.0, "answer": 0.0} and reward.value == 0.0
+
+
 def test_program_printing_nothing_runs_but_gives_no_answer():
     workflow, episode = one_turn(reasoning("1/2"), program("x = 3 / 6"))
     assert "tool_user_0's program printed nothing." in episode.turns[0].report

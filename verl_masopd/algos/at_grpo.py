@@ -3,7 +3,8 @@
     Â_i = (r_i − mean_{j∈g(i)} r_j) / (std_{j∈g(i)} r_j + ε),   g(i) = (uid, agent, turn) of row i
 
 Tree sampling (rollout side) copies each agent's best branch to all K branches, so the K rows of
-one (problem, agent, turn) group share an identical role history: a valid GRPO group. Reward r
+one (problem, agent, turn) group share an identical role history: a valid GRPO group; a group of
+one gets Â = 0 (METHOD.md §6). Reward r
 is the combined team + local reward of `rewards.py`. Loss: verl's clipped policy gradient, no KL.
 
 Config keys: algorithm.reward.* (rewards.py); rollout.tree_sampling must be true.
@@ -13,7 +14,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
 
-from verl_masopd.algos.grpo import group_index
+from verl_masopd.algos.grpo import group_index, without_lone_groups
 
 AT_GRPO_GROUP_FIELDS = ("uid", "agent", "turn")
 
@@ -31,8 +32,10 @@ def compute_at_grpo_advantage(
     epsilon: float = 1e-6,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl's GRPO (std-normalised) with the index (uid, agent, turn); `index` is ignored."""
+    """verl's GRPO (std-normalised) with the index (uid, agent, turn), 0 for a group of one;
+    `index` is ignored."""
     groups = group_index({"uid": uid, "agent": agent, "turn": turn}, AT_GRPO_GROUP_FIELDS)
-    return compute_grpo_outcome_advantage(
+    advantages, returns = compute_grpo_outcome_advantage(
         token_level_rewards, response_mask, index=groups, epsilon=epsilon, norm_adv_by_std_in_grpo=True
     )
+    return without_lone_groups(advantages, returns, groups)

@@ -23,7 +23,7 @@ from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from verl_masopd.algos.cure import cure_row_advantages
-from verl_masopd.algos.grpo import GROUP_KEYS, GrpoOptions, group_index
+from verl_masopd.algos.grpo import GROUP_KEYS, GrpoOptions, group_index, without_lone_groups
 from verl_masopd.algos.options import read_options
 from verl_masopd.algos.rewards import RewardWeights, combine_rewards, place_on_last_token
 from verl_masopd.algos.specs import estimator_spec
@@ -86,10 +86,11 @@ def compute_advantages(data: DataProto, config: DictConfig) -> DataProto:
     algorithm = config.algorithm
     name = algorithm.adv_estimator
     response_mask = data.batch["response_mask"]
-    advantages, returns = get_adv_estimator_fn(name)(
-        response_mask=response_mask, config=algorithm, **_estimator_inputs(data, algorithm, name)
-    )
+    inputs = _estimator_inputs(data, algorithm, name)
+    advantages, returns = get_adv_estimator_fn(name)(response_mask=response_mask, config=algorithm, **inputs)
     metrics = {}
+    if name == "grpo":
+        advantages, returns = without_lone_groups(advantages, returns, inputs["index"])
     if name == "cure":
         _, kept = cure_row_advantages(
             data.non_tensor_batch["uid"],

@@ -10,6 +10,8 @@ with r the combined reward of `rewards.py` and the group g(i) of row i keyed by
     problem_role_turn  (uid, role, turn)
 
 MAS+GRPO deliberately ignores that the histories of a group's rollouts diverged after turn 0.
+A group of one (a turn reached by one episode of the group) gets Â = 0 (METHOD.md §6): verl's
+convention (mean 0, std 1) would hand the lone row its raw reward, never negative.
 
 Config keys: algorithm.grpo.group_by (problem_role_turn), verl's algorithm.norm_adv_by_std_in_grpo
 (true), algorithm.reward.* (rewards.py).
@@ -18,6 +20,7 @@ Config keys: algorithm.grpo.group_by (problem_role_turn), verl's algorithm.norm_
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from verl_masopd.algos.options import require
 
@@ -44,3 +47,10 @@ def group_index(non_tensor_batch: dict, fields: tuple[str, ...]) -> np.ndarray:
     """One hashable group key per row: the row's values of `fields` joined ("uid|role|turn")."""
     columns = [non_tensor_batch[name] for name in fields]
     return np.array(["|".join(str(value) for value in row) for row in zip(*columns)], dtype=object)
+
+
+def without_lone_groups(advantages: torch.Tensor, returns: torch.Tensor, index: np.ndarray):
+    """`advantages` and `returns` [B, R] with the rows of one-row groups set to 0 (METHOD.md §6)."""
+    _, inverse, counts = np.unique(index.astype(str), return_inverse=True, return_counts=True)
+    lone = torch.from_numpy(counts[inverse] == 1).to(advantages.device).unsqueeze(-1)
+    return advantages.masked_fill(lone, 0.0), returns.masked_fill(lone, 0.0)

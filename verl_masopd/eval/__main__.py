@@ -21,11 +21,13 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from verl_masopd.cli_args import count
 from verl_masopd.eval.runner import evaluate
 from verl_masopd.eval.summary import summarize, write_summary
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.trainer.engine import check_model_path
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -42,15 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="another checkpoint for one role (repeatable)",
     )
     p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
-    p.add_argument("--horizon", type=int, default=4)
-    p.add_argument("--agents-per-role", type=int, default=1)
-    p.add_argument("--k", type=int, default=1, help="episodes per problem")
+    p.add_argument("--horizon", type=count, default=4)
+    p.add_argument("--agents-per-role", type=count, default=1)
+    p.add_argument("--k", type=count, default=1, help="episodes per problem")
     p.add_argument("--temperature", type=float, default=0.6)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--top-k", type=int, default=20)
-    p.add_argument("--max-new-tokens", type=int, default=4096)
-    p.add_argument("--batch-size", type=int, default=32, help="problems played at once")
-    p.add_argument("--limit", type=int, help="evaluate the first N problems only")
+    p.add_argument("--max-new-tokens", type=count, default=4096)
+    p.add_argument("--batch-size", type=count, default=32, help="problems played at once")
+    p.add_argument("--limit", type=count, help="evaluate the first N problems only")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory")
@@ -58,7 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_problems(path: str, limit: int | None) -> list[Problem]:
-    rows = pd.read_parquet(path).to_dict("records")[:limit]
+    if not Path(path).is_file():
+        raise ValueError(f"--data {path}: file not found")
+    try:
+        rows = pd.read_parquet(path).to_dict("records")[:limit]
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--data {path}: not a readable parquet file ({str(e).splitlines()[0]})") from None
     if not rows:
         raise ValueError(f"{path}: no rows")
     problems = []
@@ -83,13 +90,25 @@ def role_paths(workflow, default: str, overrides: list[str]) -> dict[str, str]:
     return paths
 
 
+def check_models(paths: list[str]) -> None:
+    """Every checkpoint is a model folder, before any is loaded (a missing one is named)."""
+    for path in dict.fromkeys(paths):
+        try:
+            check_model_path(path)
+        except FileNotFoundError as e:
+            raise ValueError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         problems = load_problems(args.data, args.limit)
         workflow = make_workflow(args.workflow, problems[0].domain, args.agents_per_role, args.horizon)
         paths = role_paths(workflow, args.model, args.role_model)
-    except ValueError as e:
+        check_models([args.model, *paths.values()])
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     dtype = getattr(torch, args.dtype)
@@ -98,8 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     backends = {role: loaded[path] for role, path in paths.items()}
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     with (
         RolloutManager(
             workflow, backends, loaded[args.model].tokenizer, policy_sharing="role", sampling=sampling

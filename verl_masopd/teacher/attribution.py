@@ -4,8 +4,11 @@
 makes one model call per conflict turn, serving every agent of that turn: the model gets the
 problem, the reference and all the turn's outputs, and answers one JSON object mapping each
 agent name to "correct" or "wrong"; decisions follow (correct → hold, wrong → revise). The model
-locates, the reference decides. A turn whose problem has no reference, or whose answer cannot
-be parsed, falls back to the rules, and each fallback is counted with its reason.
+locates, the verifier decides (METHOD.md §6): wherever the rules have a verifier fact for an
+agent (its answer against the reference, its program against the golden tests), that fact is the
+verdict, and a model verdict contradicting it is overridden and counted (`overrides`); the
+model's verdict stands only where no fact exists. A turn whose problem has no reference, or whose
+answer cannot be parsed, falls back to the rules, and each fallback is counted with its reason.
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ class Attributions:
     """a^t by (episode_id, t) for conflict turns, and what it took to get them.
 
     `model_calls`: model prompts sent; `fallbacks[reason]`: turns the model route left to the rules;
+    `overrides`: model verdicts replaced by the verifier fact they contradicted;
     `incomplete`: attributions with a check that could not run (they give no privileged block).
     """
 
     by_turn: dict[tuple[str, int], Attribution] = field(default_factory=dict)
     model_calls: int = 0
     fallbacks: Counter = field(default_factory=Counter)
+    overrides: int = 0
 
     @property
     def incomplete(self) -> int:
@@ -101,6 +106,8 @@ class Attributor:
                 result.fallbacks[reason] += 1
                 self._rules(episode, eid, t, result)
             else:
+                verdicts, overridden = verifier_wins(verdicts, self.workflow.attribute(episode, t))
+                result.overrides += overridden
                 decisions = {name: HOLD if ok else REVISE for name, ok in verdicts.items()}
                 result.by_turn[(eid, t)] = Attribution(turn=t, verdicts=verdicts, decisions=decisions, source="model")
         return result
@@ -109,6 +116,14 @@ class Attributor:
         attribution = self.workflow.attribute(episode, t)
         if attribution is not None:
             result.by_turn[(eid, t)] = attribution
+
+
+def verifier_wins(verdicts: dict[str, bool], facts: Attribution | None) -> tuple[dict[str, bool], int]:
+    """The model's `verdicts` with every verifier fact of `facts` (the rules' verdicts that are not
+    None) put in their place, and how many model verdicts those facts contradicted."""
+    known = {} if facts is None else {name: ok for name, ok in facts.verdicts.items() if ok is not None}
+    overridden = sum(name in known and known[name] != ok for name, ok in verdicts.items())
+    return {name: known.get(name, ok) for name, ok in verdicts.items()}, overridden
 
 
 def attribution_messages(episode: Episode, turn: int) -> list[dict]:

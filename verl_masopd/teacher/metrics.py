@@ -4,7 +4,8 @@ teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(
 teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
 teacher/{r}/privileged_share  share of role r's turns whose teacher context had a PAC block
 teacher/tokens_per_response, teacher/truncations, teacher/truncated_tokens (from scoring)
-teacher/attribution_model_calls, teacher/attribution_fallbacks,
+teacher/attribution_model_calls, teacher/attribution_fallbacks, teacher/attribution_overrides
+(model verdicts replaced by the verifier fact they contradicted),
 teacher/attribution_unavailable (checks that could not run: no privileged block)
 """
 
@@ -57,5 +58,6 @@ def step_metrics(batches: list[DataProto], attributions: Attributions | None) ->
     if attributions is not None:
         metrics["teacher/attribution_model_calls"] = float(attributions.model_calls)
         metrics["teacher/attribution_fallbacks"] = float(sum(attributions.fallbacks.values()))
+        metrics["teacher/attribution_overrides"] = float(attributions.overrides)
         metrics["teacher/attribution_unavailable"] = float(attributions.incomplete)
     return metrics

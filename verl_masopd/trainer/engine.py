@@ -269,8 +269,9 @@ class PolicyEngine:
 
         The batch carries advantages [B, R] and old_log_probs [B, R]; without old_log_probs the
         sampling log-probs (rollout_log_probs) stand in; ref_log_prob [B, R] is passed on when
-        present (KL to a reference policy). Returns verl's metrics (loss, grad_norm,
-        lr, the loss function's own). mini_batch_size defaults to the whole batch.
+        present (KL to a reference policy). Token entropies are computed when `loss_fn.needs_entropy`
+        (trainer/actor_loss.py). Returns verl's metrics (loss, grad_norm, lr, the loss function's
+        own). mini_batch_size defaults to the whole batch.
         """
         if self.settings.forward_only:
             raise RuntimeError(f"engine for {self.settings.model_path!r} is forward-only and cannot train")
@@ -284,7 +285,7 @@ class PolicyEngine:
             raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {size}")
         tu.assign_non_tensor(
             td,
-            calculate_entropy=False,
+            calculate_entropy=bool(getattr(loss_fn, "needs_entropy", False)),
             compute_loss=True,
             global_batch_size=size,
             mini_batch_size=size,

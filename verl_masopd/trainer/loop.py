@@ -47,6 +47,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
     config_hash,
@@ -54,10 +55,10 @@ from verl_masopd.trainer.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from verl_masopd.trainer.config import validate_config
+from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.cure_inputs import cure_matrices
 from verl_masopd.trainer.data import ProblemStream, read_problems
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
+from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.generation_path import VLLM, select_generation_path
 from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.placement import EnginePlacement
@@ -89,6 +90,7 @@ class Trainer:
         self.cfg = cfg
         self.run = validate_config(cfg)
         self.generation = select_generation_path(cfg)
+        check_actor_settings(cfg, self.generation)
         self.spec = self.run.estimator
         self.workflow = self.run.make_workflow()
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
@@ -97,9 +99,9 @@ class Trainer:
         )
         domain = self.run.workflow.domain
         self.stream = ProblemStream(
-            read_problems(self.run.train_files, domain), cfg.data.train_batch_size, cfg.data.seed
+            _problems(self.run.train_files, domain, "data.train_files"), cfg.data.train_batch_size, cfg.data.seed
         )
-        self.val_problems = read_problems(self.run.val_files, domain) if self.run.val_files else []
+        self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
 
         engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
         self.placement = EnginePlacement(cfg.engines, engines)
@@ -128,14 +130,7 @@ class Trainer:
     def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
         actor = self.cfg.actor_rollout_ref.actor
-        loss_fn = policy_loss(
-            actor.policy_loss.loss_mode,
-            clip_ratio=actor.clip_ratio,
-            loss_agg_mode=actor.loss_agg_mode,
-            use_kl_loss=bool(actor.use_kl_loss),
-            kl_loss_coef=actor.kl_loss_coef,
-            kl_loss_type=actor.kl_loss_type,
-        )
+        loss_fn = actor_loss(self.cfg)
         grad_clip = actor.grad_clip
         if self.spec.name == "marft":
             grad_clip = read_options(self.cfg.algorithm, "marft", MarftOptions).max_grad_norm
@@ -322,6 +317,14 @@ class Trainer:
 
     def _due(self, freq) -> bool:
         return freq is not None and freq > 0 and self.step % freq == 0
+
+
+def _problems(files: tuple[str, ...], domain: str, key: str) -> list:
+    """The problems of `files`; a bad file or row stops the start with a ConfigError naming `key`."""
+    try:
+        return read_problems(files, domain)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{key}: {e}") from None
 
 
 @contextmanager

@@ -1,6 +1,8 @@
 """Worker process for math_equal: one JSON request [pred, gold, timeout] per stdin line, one reply line.
 
-Runs math-verify on its main thread, where math-verify's own signal-based timeouts work.
+Runs math-verify on its main thread, where math-verify's own signal-based timeouts work. One
+comparison before "ready" loads math-verify's lazy parts (the LaTeX grammar, sympy's printers), so
+that a request's deadline measures the comparison alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ def equal(pred: str, gold: str, timeout: int) -> bool:
 
 
 def serve() -> None:
+    equal("(1, -2)", "(\\frac{2}{2}, -2)", 60)
     print("ready", flush=True)
     for line in sys.stdin:
         pred, gold, timeout = json.loads(line)

@@ -33,6 +33,8 @@ from verl_masopd.workflows.execution import (
     build_error,
     failure,
     output_signature,
+    program_output,
+    run_passes,
     runnable,
 )
 from verl_masopd.workflows.parsing import last_block, shown, unusable_reason
@@ -111,8 +113,7 @@ def coder_evidence(
             "visible_outputs": visible_outputs,
         }
     passed = sum(
-        failure(r) is None and outputs_agree(r.stdout, t.output, problem.fn_name, float_tol)
-        for r, t in zip(golden, problem.tests, strict=True)
+        run_passes(r, t.output, problem.fn_name, float_tol) for r, t in zip(golden, problem.tests, strict=True)
     )
     smoke = golden[:smoke_tests]
     error = build_error(code)
@@ -160,11 +161,7 @@ def cure_execution_matrix(
     results = batch.run(timeout)
     return [
         [
-            int(
-                i is not None
-                and failure(results[i]) is None
-                and outputs_agree(results[i].stdout, t.output, fn_name, float_tol)
-            )
+            int(i is not None and run_passes(results[i], t.output, fn_name, float_tol))
             for i, t in zip(row, columns, strict=True)
         ]
         for row in index
@@ -259,12 +256,10 @@ class CodeWorkflow(CodeDomainWorkflow):
         if (coder, tester) not in on_case:
             return {"match": False, "output": None, "failure": None, "signature": None}
         result = results[on_case[coder, tester]]
-        why = failure(result)
-        match = why is None and outputs_agree(result.stdout, case.output, fn_name, self.float_tol)
         return {
-            "match": match,
+            "match": run_passes(result, case.output, fn_name, self.float_tol),
             "output": shown(result.stdout, self.shown_chars),
-            "failure": why,
+            "failure": failure(result),
             "signature": output_signature(result),
         }
 
@@ -284,7 +279,8 @@ class CodeWorkflow(CodeDomainWorkflow):
         if case is None:
             return {"well_formed": False, "valid": False, "spec": False, "verdict": False, "reason": reason}
         why = next((w for w in map(failure, runs) if w is not None), None)
-        if why is None and runs[0].stdout != runs[1].stdout:
+        outputs = [program_output(r) for r in runs]
+        if why is None and outputs[0] != outputs[1]:
             why = "it prints different outputs on two runs, the test is not deterministic"
         if why is not None:
             return {
@@ -294,7 +290,7 @@ class CodeWorkflow(CodeDomainWorkflow):
                 "verdict": False,
                 "reason": f"the reference solution fails on this input: {why}",
             }
-        spec = outputs_agree(runs[0].stdout, case.output, problem.fn_name, self.float_tol)
+        spec = outputs_agree(outputs[0], case.output, problem.fn_name, self.float_tol)
         return {
             "well_formed": True,
             "valid": True,

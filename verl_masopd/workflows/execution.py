@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 from verl_masopd.sandbox import ExecResult, run_many, wrap_call_based
+from verl_masopd.verify import DEFAULT_FLOAT_TOL, outputs_agree
 from verl_masopd.workflows.parsing import shown
 
 MAX_FAILURE_CHARS = 500
@@ -37,11 +38,24 @@ def runnable(code: str, fn_name: str | None) -> str:
     return wrap_call_based(code, fn_name) if fn_name else code
 
 
+def finished_cleanly(result: ExecResult) -> bool:
+    """Whether a run produced an output (METHOD.md §6): it exited with status 0 within its
+    timeout and its output was not cut. A run that crashed, timed out or exited non-zero produced
+    no answer, whatever it printed before."""
+    return result.exit_code == 0 and not result.timed_out and not result.truncated
+
+
+def program_output(result: ExecResult) -> str | None:
+    """What the run printed when it finished cleanly, else None (the only way workflows read stdout
+    as an answer, a result or a signature)."""
+    return result.stdout if finished_cleanly(result) else None
+
+
 def failure(result: ExecResult) -> str | None:
     """Why a run did not finish cleanly (the sandbox's error string agents are shown), or None."""
-    if result.error:
-        return shown(result.error, MAX_FAILURE_CHARS)
-    return None if result.ok else f"exit code {result.exit_code}"
+    if finished_cleanly(result):
+        return None
+    return shown(result.error, MAX_FAILURE_CHARS) if result.error else f"exit code {result.exit_code}"
 
 
 def build_error(code: str) -> str | None:
@@ -57,6 +71,15 @@ def build_error(code: str) -> str | None:
     return None
 
 
+def run_passes(
+    result: ExecResult, expected: str, fn_name: str | None, float_tol: float | None = DEFAULT_FLOAT_TOL
+) -> bool:
+    """Whether a run finished cleanly and printed the expected output (`outputs_agree`)."""
+    output = program_output(result)
+    return output is not None and outputs_agree(output, expected, fn_name, float_tol)
+
+
 def output_signature(result: ExecResult) -> str | None:
     """A run's output with whitespace normalised, None when the run failed (for comparing programs)."""
-    return " ".join(result.stdout.split()) if failure(result) is None else None
+    output = program_output(result)
+    return None if output is None else " ".join(output.split())

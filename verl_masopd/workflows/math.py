@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from verl_masopd.sandbox import ExecResult
 from verl_masopd.verify import extract_hash_answer, extract_program_answer, math_equal
+from verl_masopd.verify.answer_rule import answer_matches
 from verl_masopd.workflows.base import Action, Agent, Episode, Turn
 from verl_masopd.workflows.consensus import majority
-from verl_masopd.workflows.execution import JobBatch, failure
+from verl_masopd.workflows.execution import JobBatch, failure, program_output
 from verl_masopd.workflows.parsing import shown, unusable_reason
-from verl_masopd.workflows.problem import MATH
+from verl_masopd.workflows.problem import MATH, Problem
 from verl_masopd.workflows.prompted import PromptedWorkflow, parse_program
 
 REASONER, TOOL_USER = "reasoner", "tool_user"
@@ -49,24 +50,27 @@ def parse_answer(agent: Agent, text: str) -> Action:
     return Action(agent, text, {"answer": answer})
 
 
-def answer_correct(answer: str | None, gold: str | None) -> bool | None:
-    """1[answer ≡ y*]; None when there is no reference answer; False when there is no answer."""
-    if gold is None:
+def answer_correct(answer: str | None, problem: Problem) -> bool | None:
+    """1[answer ≡ y*] under the problem's answer rule; None when there is no reference answer;
+    False when there is no answer."""
+    if problem.answer is None:
         return None
-    return answer is not None and math_equal(answer, gold)
+    return answer is not None and answer_matches(answer, problem.answer, problem.answer_rule)
 
 
-def reasoner_evidence(action: Action, gold: str | None) -> dict:
+def reasoner_evidence(action: Action, problem: Problem) -> dict:
     answer = action.fields.get("answer")
-    correct = answer_correct(answer, gold)
+    correct = answer_correct(answer, problem)
     return {"answer": answer, "correct": correct, "verdict": correct, "reason": action.error}
 
 
-def tool_user_evidence(action: Action, run: ExecResult | None, gold: str | None, shown_chars: int) -> dict:
+def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem, shown_chars: int) -> dict:
     """Run, parse and answer checks of a Tool-User's program; `run` is None when it wrote none.
-    The printed output is kept for the report, clipped to `shown_chars`."""
+    An answer is read only from a run that finished cleanly (METHOD.md §6): a crash, a timeout or
+    a non-zero exit gives no answer, whatever it printed. The printed output is kept for the
+    report, clipped to `shown_chars`."""
     if run is None:
-        correct = answer_correct(None, gold)
+        correct = answer_correct(None, problem)
         return {
             "run": False,
             "output": None,
@@ -75,10 +79,11 @@ def tool_user_evidence(action: Action, run: ExecResult | None, gold: str | None,
             "correct": correct,
             "verdict": correct,
         }
-    answer = extract_program_answer(run.stdout)
-    correct = answer_correct(answer, gold)
+    output = program_output(run)
+    answer = None if output is None else extract_program_answer(output)
+    correct = answer_correct(answer, problem)
     return {
-        "run": failure(run) is None,
+        "run": output is not None,
         "output": shown(run.stdout, shown_chars),
         "failure": failure(run),
         "answer": answer,
@@ -118,17 +123,17 @@ class MathWorkflow(MathDomainWorkflow):
 
     def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
         self.check_actions(episode, actions)
-        gold = episode.problem.answer
+        problem = episode.problem
         reasoners, tool_users = self.agents_of(REASONER), self.agents_of(TOOL_USER)
         batch = JobBatch()
         programs = {u.name: actions[u.name].fields.get("code") for u in tool_users}
         jobs = {name: batch.add(code, "") for name, code in programs.items() if code is not None}
         results = batch.run(self.timeout)
 
-        agents = {r.name: reasoner_evidence(actions[r.name], gold) for r in reasoners}
+        agents = {r.name: reasoner_evidence(actions[r.name], problem) for r in reasoners}
         for u in tool_users:
             run = results[jobs[u.name]] if u.name in jobs else None
-            agents[u.name] = tool_user_evidence(actions[u.name], run, gold, self.shown_chars)
+            agents[u.name] = tool_user_evidence(actions[u.name], run, problem, self.shown_chars)
         pairs = [
             {
                 "reasoner": r.name,
@@ -163,11 +168,12 @@ class MathWorkflow(MathDomainWorkflow):
                 lines.append(f"{u.name}'s program printed:\n```output\n{ev['output'].rstrip()}\n```")
             else:
                 lines.append(f"{u.name}'s program printed nothing.")
-            lines.append(
-                f"Answer read from it: {shown(ev['answer'], 200)}"
-                if ev["answer"] is not None
-                else "No answer could be read from its output."
-            )
+            if ev["answer"] is not None:
+                lines.append(f"Answer read from it: {shown(ev['answer'], 200)}")
+            elif ev["failure"] is not None:
+                lines.append("A failed run gives no answer.")
+            else:
+                lines.append("No answer could be read from its output.")
         lines.append("All answers agree." if agreed else "The answers disagree.")
         return "\n".join(lines)
 

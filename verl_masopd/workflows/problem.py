@@ -8,13 +8,16 @@ Row schema (written by `data_prep`, documented in data_prep/README.md):
                "public_tests": JSON like ground_truth or "", "reference_solution": str or "",
                "fn_name": str or "" (call-based problems), "metadata": JSON object}
 Call-based tests (`fn_name` set) hold a JSON list of arguments as input and the JSON-encoded
-return value as output.
+return value as output. A math row's `metadata.answer_rule` says how answers are checked against
+its reference answer (verl_masopd/verify/answer_rule.py; math-verify's reading without one).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from verl_masopd.verify.answer_rule import AnswerRule
 
 CODE, MATH = "code", "math"
 
@@ -36,6 +39,7 @@ class Problem:
     reference_solution: str | None = None
     fn_name: str | None = None
     data_source: str = ""
+    answer_rule: AnswerRule = field(default_factory=AnswerRule)
 
     @classmethod
     def from_row(cls, row: dict) -> Problem:
@@ -60,7 +64,7 @@ class Problem:
             data_source=str(row.get("data_source", "")),
         )
         if domain == MATH:
-            return cls(answer=str(truth), **common)
+            return cls(answer=str(truth), answer_rule=_answer_rule(extra.get("metadata"), uid), **common)
         tests = parse_tests(truth, f"row {uid}: reward_model.ground_truth")
         if not tests:
             raise ValueError(f"row {uid}: code problem without golden tests")
@@ -83,6 +87,16 @@ def parse_tests(text: str, where: str) -> tuple[TestCase, ...]:
     if len(inputs) != len(outputs):
         raise ValueError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs")
     return tuple(TestCase(str(i), str(o)) for i, o in zip(inputs, outputs, strict=True))
+
+
+def _answer_rule(metadata, uid: str) -> AnswerRule:
+    try:
+        fields = json.loads(metadata) if isinstance(metadata, str) and metadata else metadata or {}
+        if not isinstance(fields, dict):
+            raise ValueError(f"expected a JSON object, got {type(fields).__name__}")
+        return AnswerRule.from_metadata(fields)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"row {uid}: extra_info.metadata: {e}") from None
 
 
 def _statement_from_prompt(prompt) -> str:

@@ -10,7 +10,8 @@ Terms g are read from the evidence a workflow's `step` stores in `Turn.verifier[
   Reasoner  0.2·format + 0.8·answer          format: a '####' answer is present; answer: ≡ y*.
             Mask: y* exists.
   Tool-User 0.1·run + 0.1·parse + 0.8·answer run: the program finishes cleanly; parse: an answer
-            is recovered from its output; answer: ≡ y*. Mask: y* exists.
+            is recovered from the output of a clean run (none from a failed one, METHOD.md §6);
+            answer: ≡ y*. Mask: y* exists.
 A missing output (no program, no answer) is evidence of failure and scores 0 with the mask on;
 the mask is off only when the verifier's own resources are missing (then the value is 0).
 Weights are configurable per role and term (`reward_weights`).

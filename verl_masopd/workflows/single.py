@@ -113,7 +113,7 @@ class SingleAgentMathWorkflow(SingleAgentWorkflow, MathDomainWorkflow):
         return parse_answer(agent, text)
 
     def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, dict]:
-        return {a.name: reasoner_evidence(actions[a.name], problem.answer) for a in self.agents}
+        return {a.name: reasoner_evidence(actions[a.name], problem) for a in self.agents}
 
     def consistent(self, before: Action, before_evidence: dict, now: Action, now_evidence: dict) -> bool:
         a, b = before_evidence["answer"], now_evidence["answer"]
