@@ -17,6 +17,8 @@ INSTALL_REQUIRES = [
     "pyarrow>=19.0.0",
     "numpy>=2.0.0",
     "tqdm",
+    # The report's figures (python -m verl_masopd.report); its TensorBoard reader comes with verl.
+    "matplotlib>=3.8",
     # Modules verl 0.9.1 imports without declaring them in its base requirements.
     "pillow",
     "cachetools",
