@@ -17,9 +17,11 @@ Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/<method>/seed<k>/eval[-swap]/<domain>-heldout/   records, summary, settings, done.json
     RUNS/report/                                   report.md, report.json, PNG figures
     RUNS/compare.json                              the runs' wall-clock seconds and outcomes
+    RUNS/failed/<method>/seed<k>/<domain>/<step>/  the logs of a run or evaluation that failed
 
 Resumable: a run or evaluation with done.json is skipped; one without it (killed part-way) is
-deleted and redone. A failed run is recorded and the others go on (its cells are missing).
+deleted and redone. A failed one is recorded (its logs kept under RUNS/failed/) and the others
+go on; its cells are missing from the report, and the script exits with 1.
 --save also writes RUNS/compare.json to benchmarks/results/tiny_world_compare.json.
 """
 
@@ -121,9 +123,10 @@ def run_env(exports: dict[str, str], **extra: str) -> dict[str, str]:
     return {**env, **exports, **extra}
 
 
-def once(folder: Path, work, *args) -> dict:
+def once(folder: Path, failed: Path, work, *args) -> dict:
     """Runs `work(*args, folder)` unless folder/done.json exists (a folder without it is cleared
-    first); returns {"seconds", "ok", "skipped"} and writes done.json on success."""
+    first); returns {"seconds", "ok", "skipped"}. On success writes done.json; on failure moves
+    the folder's logs to `failed` and removes the folder, so that the report never reads it."""
     if (folder / DONE).is_file():
         return {**json.loads((folder / DONE).read_text()), "skipped": True}
     shutil.rmtree(folder, ignore_errors=True)
@@ -133,6 +136,12 @@ def once(folder: Path, work, *args) -> dict:
     outcome = {"seconds": round(time.perf_counter() - start, 1), "ok": ok}
     if ok:
         (folder / DONE).write_text(json.dumps(outcome) + "\n")
+    else:
+        shutil.rmtree(failed, ignore_errors=True)
+        failed.mkdir(parents=True)
+        for log in folder.glob("*.log"):
+            shutil.copy(log, failed / log.name)
+        shutil.rmtree(folder)
     return {**outcome, "skipped": False}
 
 
@@ -187,6 +196,7 @@ def compare(args) -> dict:
     if unknown:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
     seeds = [int(s) for s in args.seeds.split(",") if s]
+    failed = runs / "failed"
     outcomes = {}
     for domain in [d for d in args.domains.split(",") if d]:
         exports = world(args.cache, domain)
@@ -195,6 +205,7 @@ def compare(args) -> dict:
             "val_files": exports["VAL_FILES"].split(",")[0],
             "horizon": preset.workflow.horizon,
             "max_new_tokens": preset.data.max_response_length,
+            "teacher_max_context": preset.teacher.max_context_length,
             "env": run_env(exports),
         }
         bench = f"{domain}-heldout"
@@ -208,18 +219,36 @@ def compare(args) -> dict:
                 if method.recipe is None:
                     models = ["--model", exports["STUDENT_MODEL"]]
                 else:
-                    trained = once(base / "train" / domain, train, method, domain, seed, args, exports)
+                    trained = once(
+                        base / "train" / domain, failed / f"{key}/train", train, method, domain, seed, args, exports
+                    )
                     outcomes[f"{key}/train"] = trained
                     report_progress(f"{key}/train", trained)
                     if not trained["ok"]:
                         continue
                     models = trained_models(base / "train" / domain)
                 mas = method.workflow == "mas"
-                evals = {"eval": ["--teacher", exports["TEACHER_MODEL"]] if mas and not args.no_teacher else []}
+                teacher = [
+                    "--teacher",
+                    exports["TEACHER_MODEL"],
+                    "--teacher-max-context",
+                    str(settings["teacher_max_context"]),
+                ]
+                evals = {"eval": teacher if mas and not args.no_teacher else []}
                 if mas and not args.no_swap:
                     evals["eval-swap"] = ["--swap-roles"]
                 for kind, extra in evals.items():
-                    done = once(base / kind / bench, evaluate, models, method.workflow, seed, args, settings, extra)
+                    done = once(
+                        base / kind / bench,
+                        failed / f"{key}/{kind}",
+                        evaluate,
+                        models,
+                        method.workflow,
+                        seed,
+                        args,
+                        settings,
+                        extra,
+                    )
                     outcomes[f"{key}/{kind}"] = done
                     report_progress(f"{key}/{kind}", done)
     evaluated = [m for m in methods if any((runs / m).glob(f"seed*/eval/*/{DONE}"))]

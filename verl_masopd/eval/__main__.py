@@ -65,7 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--swap-roles", action="store_true", help="each role plays with the next role's model")
     p.add_argument("--teacher", help="HF teacher checkpoint: record the role advantage Δ of every response")
-    p.add_argument("--teacher-max-context", type=int, default=8192, help="teacher context + response budget in tokens")
+    p.add_argument(
+        "--teacher-max-context",
+        type=int,
+        default=16384,
+        help="teacher context + response budget in tokens (the run's teacher.max_context_length)",
+    )
     p.add_argument("--out", required=True, help="output directory")
     return p
 
@@ -122,7 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = loaded[args.model].tokenizer
     role_advantage = None
     if args.teacher:
-        teacher = PolicyEngine.local(EngineSettings(model_path=args.teacher, forward_only=True, dtype=args.dtype))
+        # micro-batches no longer than one teacher sequence may be: without a varlen attention
+        # kernel (CPU) a packed micro-batch of sequences L costs (Σ L)² instead of Σ L²
+        settings = EngineSettings(
+            model_path=args.teacher,
+            forward_only=True,
+            dtype=args.dtype,
+            max_tokens_per_micro_batch=args.teacher_max_context,
+        )
+        teacher = PolicyEngine.local(settings)
         scorer = EngineTeacherScorer(teacher, tokenizer.pad_token_id)
         role_advantage = RoleAdvantageScorer(workflow, tokenizer, scorer, args.teacher_max_context)
     out = Path(args.out)

@@ -40,9 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: str, allow_mixed: bool) -> dict:
     """Writes the four files of the module docstring; returns report.json's content."""
     evaluations = find_evaluations(runs)
-    differences = check_settings(evaluations, allow_mixed)
     order = method_order(evaluations, methods)
     evaluations = [e for e in evaluations if e.method in order]
+    differences = check_settings(evaluations, allow_mixed)
     main = main_table(evaluations, order)
     domains = sorted({e.domain for e in evaluations})
     roles = [role_table(evaluations, order, domain) for domain in domains]
