@@ -177,6 +177,7 @@ def trained_models(folder: Path) -> list[str]:
 
 
 def evaluate(models: list[str], workflow: str, seed: int, args, settings: dict, extra: list[str], folder: Path):
+    """python -m verl_masopd.eval of `models` on the held-out problems into `folder`; True on success."""
     horizon = 1 if workflow == "sa" else settings["horizon"]
     command = [
         sys.executable, "-m", "verl_masopd.eval", "--data", settings["val_files"], *models,
@@ -189,6 +190,47 @@ def evaluate(models: list[str], workflow: str, seed: int, args, settings: dict, 
         return subprocess.run(command, env=settings["env"], cwd=ROOT, stdout=log, stderr=log).returncode == 0
 
 
+def domain_settings(args, domain: str) -> dict:
+    """The world's exports and the evaluation settings of `domain` (the CPU preset's horizon,
+    response length and teacher context budget, after --override)."""
+    exports = world(args.cache, domain)
+    preset = compose_config(["preset=cpu", f"workflow.domain={domain}", *args.override])
+    return {
+        "exports": exports,
+        "val_files": exports["VAL_FILES"].split(",")[0],
+        "horizon": preset.workflow.horizon,
+        "max_new_tokens": preset.data.max_response_length,
+        "teacher_max_context": preset.teacher.max_context_length,
+        "env": run_env(exports),
+    }
+
+
+def run_method(name: str, domain: str, seed: int, args, settings: dict, runs: Path) -> dict[str, dict]:
+    """Train (unless prompt-only) and evaluate one method × seed on `domain`; {step key: outcome}."""
+    method, exports, outcomes = METHODS[name], settings["exports"], {}
+    base, key = runs / name / f"seed{seed}", f"{name}/seed{seed}/{domain}"
+    models = ["--model", exports["STUDENT_MODEL"]]
+    if method.recipe is not None:
+        folder = base / "train" / domain
+        outcomes[f"{key}/train"] = once(
+            folder, runs / "failed" / key / "train", train, method, domain, seed, args, exports
+        )
+        report_progress(f"{key}/train", outcomes[f"{key}/train"])
+        if not outcomes[f"{key}/train"]["ok"]:
+            return outcomes
+        models = trained_models(folder)
+    mas = method.workflow == "mas"
+    teacher = ["--teacher", exports["TEACHER_MODEL"], "--teacher-max-context", str(settings["teacher_max_context"])]
+    evals = {"eval": teacher if mas and not args.no_teacher else []}
+    if mas and not args.no_swap:
+        evals["eval-swap"] = ["--swap-roles"]
+    for kind, extra in evals.items():
+        folder, failed = base / kind / f"{domain}-heldout", runs / "failed" / key / kind
+        outcomes[f"{key}/{kind}"] = once(folder, failed, evaluate, models, method.workflow, seed, args, settings, extra)
+        report_progress(f"{key}/{kind}", outcomes[f"{key}/{kind}"])
+    return outcomes
+
+
 def compare(args) -> dict:
     runs = Path(args.runs).resolve()
     methods = [m for m in args.methods.split(",") if m]
@@ -196,61 +238,13 @@ def compare(args) -> dict:
     if unknown:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    failed = runs / "failed"
     outcomes = {}
     for domain in [d for d in args.domains.split(",") if d]:
-        exports = world(args.cache, domain)
-        preset = compose_config(["preset=cpu", f"workflow.domain={domain}", *args.override])
-        settings = {
-            "val_files": exports["VAL_FILES"].split(",")[0],
-            "horizon": preset.workflow.horizon,
-            "max_new_tokens": preset.data.max_response_length,
-            "teacher_max_context": preset.teacher.max_context_length,
-            "env": run_env(exports),
-        }
-        bench = f"{domain}-heldout"
+        settings = domain_settings(args, domain)
         for name in methods:
-            method = METHODS[name]
-            if domain not in method.domains:
-                continue
-            for seed in seeds:
-                base = runs / name / f"seed{seed}"
-                key = f"{name}/seed{seed}/{domain}"
-                if method.recipe is None:
-                    models = ["--model", exports["STUDENT_MODEL"]]
-                else:
-                    trained = once(
-                        base / "train" / domain, failed / f"{key}/train", train, method, domain, seed, args, exports
-                    )
-                    outcomes[f"{key}/train"] = trained
-                    report_progress(f"{key}/train", trained)
-                    if not trained["ok"]:
-                        continue
-                    models = trained_models(base / "train" / domain)
-                mas = method.workflow == "mas"
-                teacher = [
-                    "--teacher",
-                    exports["TEACHER_MODEL"],
-                    "--teacher-max-context",
-                    str(settings["teacher_max_context"]),
-                ]
-                evals = {"eval": teacher if mas and not args.no_teacher else []}
-                if mas and not args.no_swap:
-                    evals["eval-swap"] = ["--swap-roles"]
-                for kind, extra in evals.items():
-                    done = once(
-                        base / kind / bench,
-                        failed / f"{key}/{kind}",
-                        evaluate,
-                        models,
-                        method.workflow,
-                        seed,
-                        args,
-                        settings,
-                        extra,
-                    )
-                    outcomes[f"{key}/{kind}"] = done
-                    report_progress(f"{key}/{kind}", done)
+            if domain in METHODS[name].domains:
+                for seed in seeds:
+                    outcomes.update(run_method(name, domain, seed, args, settings, runs))
     evaluated = [m for m in methods if any((runs / m).glob(f"seed*/eval/*/{DONE}"))]
     try:
         report = write_report(runs, runs / "report", evaluated, "val/accuracy", False)

@@ -37,6 +37,7 @@ def summary(folder: Path) -> dict:
     return {k: float(v) for k, v in row.items()}
 
 
+@pytest.mark.timeout(3000)  # about 3 CPU-minutes; a shared, loaded machine stretches the wall time
 def test_compare_end_to_end_and_resume(tmp_path):
     done = compare(tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
