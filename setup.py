@@ -19,6 +19,8 @@ INSTALL_REQUIRES = [
     "tqdm",
     # In the sandbox's prelude: LeetCode-style programs use SortedList without an import.
     "sortedcontainers>=2.4",
+    # The report's figures (python -m verl_masopd.report); its TensorBoard reader comes with verl.
+    "matplotlib>=3.8",
     # Modules verl 0.9.1 imports without declaring them in its base requirements.
     "pillow",
     "cachetools",

@@ -6,7 +6,13 @@
 Models are HF checkpoints given by path (every role uses --model unless --role-model names
 another; the tokenizer is --model's). Sampling defaults are METHOD.md's evaluation settings
 (temperature 0.6, top-p 0.95, top-k 20, horizon 4); SA+ST is `--workflow sa --horizon 1`.
-Writes DIR/records.jsonl (one line per problem), DIR/summary.md and DIR/summary.csv.
+Writes DIR/records.jsonl (one line per problem), DIR/summary.md, DIR/summary.csv and
+DIR/settings.json (what the evaluation ran with; the report compares it across runs).
+
+  --swap-roles      every role plays with the next role's model (cyclically): the cross-role
+                    swap of METHOD.md §5; the report's swap drop is accuracy minus this accuracy
+  --teacher PATH    also score every held-out response with the teacher under its own and the
+                    contrasting role conditions: role advantage Δ per role (eval/role_advantage.py)
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import torch
 from tqdm import tqdm
 
 from verl_masopd.cli_args import count
+from verl_masopd.eval.role_advantage import RoleAdvantageScorer
 from verl_masopd.eval.runner import evaluate
+from verl_masopd.eval.settings import eval_settings, write_settings
 from verl_masopd.eval.summary import summarize, write_summary
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
-from verl_masopd.trainer.engine import check_model_path
+from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
+from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -55,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=count, help="evaluate the first N problems only")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--swap-roles", action="store_true", help="each role plays with the next role's model")
+    p.add_argument("--teacher", help="HF teacher checkpoint: record the role advantage Δ of every response")
+    p.add_argument(
+        "--teacher-max-context",
+        type=int,
+        default=16384,
+        help="teacher context + response budget in tokens (the run's teacher.max_context_length)",
+    )
     p.add_argument("--out", required=True, help="output directory")
     return p
 
@@ -80,14 +97,20 @@ def load_problems(path: str, limit: int | None) -> list[Problem]:
     return problems
 
 
-def role_paths(workflow, default: str, overrides: list[str]) -> dict[str, str]:
+def role_paths(workflow, default: str, overrides: list[str], swap: bool = False) -> dict[str, str]:
+    """{role: checkpoint}; with `swap`, role i gets the checkpoint of role i + 1 (cyclically)."""
     paths = dict.fromkeys(workflow.roles, default)
     for item in overrides:
         role, sep, path = item.partition("=")
         if not sep or role not in paths:
             raise ValueError(f"--role-model {item!r}: expected ROLE=PATH with ROLE one of {list(workflow.roles)}")
         paths[role] = path
-    return paths
+    if not swap:
+        return paths
+    roles = list(workflow.roles)
+    if len(roles) < 2:
+        raise ValueError(f"--swap-roles: the {workflow.name!r} workflow has one role, no seat to swap")
+    return {role: paths[roles[(i + 1) % len(roles)]] for i, role in enumerate(roles)}
 
 
 def check_models(paths: list[str]) -> None:
@@ -104,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         problems = load_problems(args.data, args.limit)
         workflow = make_workflow(args.workflow, problems[0].domain, args.agents_per_role, args.horizon)
-        paths = role_paths(workflow, args.model, args.role_model)
-        check_models([args.model, *paths.values()])
+        paths = role_paths(workflow, args.model, args.role_model, args.swap_roles)
+        if args.teacher and len(workflow.roles) < 2:
+            raise ValueError(f"--teacher: the {args.workflow!r} workflow has one role, no contrasting role to score")
+        check_models([args.model, *paths.values(), *([args.teacher] if args.teacher else [])])
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as e:
@@ -117,19 +142,34 @@ def main(argv: list[str] | None = None) -> int:
     }
     backends = {role: loaded[path] for role, path in paths.items()}
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens)
+    tokenizer = loaded[args.model].tokenizer
+    role_advantage = None
+    if args.teacher:
+        # micro-batches no longer than one teacher sequence may be: without a varlen attention
+        # kernel (CPU) a packed micro-batch of sequences L costs (Σ L)² instead of Σ L²
+        settings = EngineSettings(
+            model_path=args.teacher,
+            forward_only=True,
+            dtype=args.dtype,
+            max_tokens_per_micro_batch=args.teacher_max_context,
+        )
+        teacher = PolicyEngine.local(settings)
+        scorer = EngineTeacherScorer(teacher, tokenizer.pad_token_id)
+        role_advantage = RoleAdvantageScorer(workflow, tokenizer, scorer, args.teacher_max_context)
     with (
-        RolloutManager(
-            workflow, backends, loaded[args.model].tokenizer, policy_sharing="role", sampling=sampling
-        ) as manager,
+        RolloutManager(workflow, backends, tokenizer, policy_sharing="role", sampling=sampling) as manager,
         tqdm(total=len(problems) * args.k, unit="episode") as bar,
     ):
-        records = asyncio.run(evaluate(manager, problems, args.k, args.batch_size, lambda _: bar.update()))
+        records = asyncio.run(
+            evaluate(manager, problems, args.k, args.batch_size, lambda _: bar.update(), role_advantage)
+        )
     with open(out / "records.jsonl", "w") as f:
         for record in records:
             f.write(json.dumps(record, default=str) + "\n")
     summary = summarize(records, args.horizon)
     summary.update({f"rollout/{k}": v for k, v in manager.metrics.as_dict().items()})
     write_summary(summary, out)
+    write_settings(eval_settings(args, workflow.domain, len(problems)), out)
     print((out / "summary.md").read_text())
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from verl_masopd.eval.role_advantage import RoleAdvantageScorer, annotate
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.records import EpisodeResult
 from verl_masopd.workflows.base import Workflow
@@ -16,14 +17,19 @@ async def evaluate(
     k: int,
     batch_size: int,
     on_episode_done: Callable[[EpisodeResult], None] | None = None,
+    role_advantage: RoleAdvantageScorer | None = None,
 ) -> list[dict]:
-    """Records of `problems` in order, played `batch_size` problems at a time, k episodes each."""
+    """Records of `problems` in order, played `batch_size` problems at a time, k episodes each;
+    with `role_advantage`, every turn also records the teacher's Δ̄ per agent."""
     records = []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
         results = await manager.run(chunk, group_size=k, on_episode_done=on_episode_done)
+        advantages = await role_advantage(results) if role_advantage is not None else None
         for i, problem in enumerate(chunk):
             records.append(problem_record(manager.workflow, problem, results[i * k : (i + 1) * k]))
+            if advantages is not None:
+                annotate(records[-1], advantages)
     return records
 
 

@@ -4,13 +4,16 @@ accuracy = mean over all episodes of 1[correct]; agreement@t = (episodes that ag
 / (episodes that played turn t); avg_turns = mean number of turns played. The collaboration
 metrics of METHOD.md §5 that need no teacher (agreed_share, turns_to_agreement,
 revise_rate_at_fault, hold_rate_correct) are defined on their functions below; each is NaN
-when it has no case to average over.
+when it has no case to average over. The per-role metrics (format violations, role advantage
+Δ) are defined in roles.py.
 """
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
+
+from verl_masopd.eval.roles import role_metrics
 
 
 def summarize(records: list[dict], horizon: int) -> dict:
@@ -32,6 +35,7 @@ def summarize(records: list[dict], horizon: int) -> dict:
     row["turns_to_agreement"] = turns_to_agreement(episodes)
     row["revise_rate_at_fault"] = revise_rate_at_fault(episodes)
     row["hold_rate_correct"] = hold_rate_correct(episodes)
+    row.update(role_metrics(episodes))
     return row
 
 

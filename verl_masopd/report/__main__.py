@@ -1,0 +1,99 @@
+"""Write the paper's report from a RUNS folder (layout: `verl_masopd/report/__init__.py`).
+
+  python -m verl_masopd.report --runs RUNS --out DIR [--methods a,b,...] [--curve-tag val/accuracy]
+      [--allow-mixed]
+
+DIR/report.md    the main table, one role-specialisation and collaboration table per domain
+DIR/report.json  the same numbers (mean, std, n and the seeds' values per cell) and the curves
+DIR/main_table.png  the main table as bars with ± std error bars
+DIR/curves.png   --curve-tag against training step per method (mean, ± std band over seeds)
+
+Evaluations with differing settings (sampling, k, horizon, benchmark file) are refused with a
+one-line message naming the setting, unless --allow-mixed (then the report lists them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from verl_masopd.report.consistency import check_settings
+from verl_masopd.report.curves import method_curves
+from verl_masopd.report.figures import bar_figure, curves_figure
+from verl_masopd.report.layout import find_evaluations, find_event_files
+from verl_masopd.report.markdown import table_markdown
+from verl_masopd.report.tables import main_table, method_order, role_table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m verl_masopd.report", description=__doc__.splitlines()[0])
+    p.add_argument("--runs", required=True, help="RUNS folder: <method>/seed<k>/{eval,eval-swap,train}/...")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--methods", help="comma-separated methods, in row order (default: all, sorted)")
+    p.add_argument("--curve-tag", default="val/accuracy", help="TensorBoard scalar of the training curves")
+    p.add_argument("--allow-mixed", action="store_true", help="report evaluations with differing settings")
+    return p
+
+
+def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: str, allow_mixed: bool) -> dict:
+    """Writes the four files of the module docstring; returns report.json's content."""
+    evaluations = find_evaluations(runs)
+    order = method_order(evaluations, methods)
+    evaluations = [e for e in evaluations if e.method in order]
+    differences = check_settings(evaluations, allow_mixed)
+    main = main_table(evaluations, order)
+    domains = sorted({e.domain for e in evaluations})
+    roles = [role_table(evaluations, order, domain) for domain in domains]
+    curves = method_curves(find_event_files(runs), curve_tag)
+    out.mkdir(parents=True, exist_ok=True)
+    bar_figure(main, out / "main_table.png")
+    figures = ["main_table.png"]
+    if curves:
+        curves_figure(curves, curve_tag, out / "curves.png")
+        figures.append("curves.png")
+    report = {
+        "runs": str(runs.resolve()),
+        "evaluations": [e.name for e in evaluations],
+        "setting_differences": differences,
+        "main_table": main.as_dict(),
+        "role_tables": {domain: t.as_dict() for domain, t in zip(domains, roles, strict=True)},
+        "curve_tag": curve_tag,
+        "curves": curves,
+        "figures": figures,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(report_markdown(report, [main, *roles], curve_tag))
+    return report
+
+
+def report_markdown(report: dict, tables: list, curve_tag: str) -> str:
+    parts = [f"# Report on {report['runs']}", ""]
+    if report["setting_differences"]:
+        parts += ["Evaluation settings differ (reported together by --allow-mixed):", ""]
+        parts += [f"- {line}" for line in report["setting_differences"]] + [""]
+    for table in tables:
+        parts += [table_markdown(table)]
+    parts += ["![main table](main_table.png)", ""]
+    if "curves.png" in report["figures"]:
+        parts += [f"![{curve_tag} against training step](curves.png)", ""]
+    else:
+        parts += [f"No training log has the scalar '{curve_tag}': no curves.", ""]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    methods = [m for m in args.methods.split(",") if m] if args.methods else None
+    try:
+        write_report(Path(args.runs), Path(args.out), methods, args.curve_tag, args.allow_mixed)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print((Path(args.out) / "report.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
