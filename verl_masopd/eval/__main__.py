@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
     p.add_argument("--horizon", type=int, default=4)
     p.add_argument("--agents-per-role", type=int, default=1)
+    p.add_argument(
+        "--context-layout",
+        choices=("role_first", "role_last"),
+        default="role_last",
+        help="where the role instruction goes; use the layout the model was trained with (workflow.context_layout)",
+    )
     p.add_argument("--k", type=int, default=1, help="episodes per problem")
     p.add_argument("--temperature", type=float, default=0.6)
     p.add_argument("--top-p", type=float, default=0.95)
@@ -102,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with (
         RolloutManager(
-            workflow, backends, loaded[args.model].tokenizer, policy_sharing="role", sampling=sampling
+            workflow,
+            backends,
+            loaded[args.model].tokenizer,
+            policy_sharing="role",
+            sampling=sampling,
+            context_layout=args.context_layout,
         ) as manager,
         tqdm(total=len(problems) * args.k, unit="episode") as bar,
     ):
