@@ -94,25 +94,42 @@ class ContextEncoder:
         self.tokenizer = tokenizer
         self.layout = layout
 
-    def encode(
+    def ids(
         self, episode: Episode, agent: Agent, turn: int, role: str | None = None, privileged: str | None = None
-    ) -> tuple[list[int], tuple[int, int]]:
-        """(ids of the whole context, its history span)."""
-        role = role or agent.role
-        ids = self._ids(episode, agent, turn, role, privileged)
+    ) -> list[int]:
+        """The whole context's ids (no truncation)."""
+        rendered = self.workflow.render(episode, agent, turn, role=role or agent.role)
+        return encode_messages(self.tokenizer, arrange(rendered, self.layout, privileged))
+
+    def span(
+        self, ids: list[int], episode: Episode, agent: Agent, turn: int, role: str | None, privileged: str | None
+    ) -> tuple[int, int]:
+        """The history span of `ids`, the context of these arguments."""
         if turn == 0:
-            return ids, (len(ids), len(ids))
-        return ids, history_span(ids, self._ids(episode, agent, 0, role, privileged))
+            return len(ids), len(ids)
+        return history_span(ids, self.ids(episode, agent, 0, role, privileged))
+
+    def fitted(
+        self,
+        episode: Episode,
+        agent: Agent,
+        turn: int,
+        budget: int | None,
+        role: str | None = None,
+        privileged: str | None = None,
+        at_least: Cut = NO_CUT,
+    ) -> tuple[list[int], Cut]:
+        """The context's ids under the truncation rule for `budget` (None: no limit), and its cut."""
+        ids = self.ids(episode, agent, turn, role, privileged)
+        if (budget is None or len(ids) <= budget) and at_least.count == 0:
+            return ids, NO_CUT
+        span = self.span(ids, episode, agent, turn, role, privileged)
+        cut = fit(ids, span, budget, at_least)
+        return apply_cut(ids, span, cut), cut
 
     def student(self, episode: Episode, agent: Agent, turn: int, budget: int | None) -> tuple[list[int], Cut]:
         """u under the truncation rule for `budget` tokens (None: no limit), and its cut."""
-        ids, span = self.encode(episode, agent, turn)
-        cut = fit(ids, span, budget)
-        return apply_cut(ids, span, cut), cut
-
-    def _ids(self, episode: Episode, agent: Agent, turn: int, role: str, privileged: str | None) -> list[int]:
-        rendered = self.workflow.render(episode, agent, turn, role=role)
-        return encode_messages(self.tokenizer, arrange(rendered, self.layout, privileged))
+        return self.fitted(episode, agent, turn, budget)
 
 
 def fit(ids: list[int], span: tuple[int, int], budget: int | None, at_least: Cut = NO_CUT) -> Cut:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_masopd.context import ContextEncoder, apply_cut, arrange, fit
+from verl_masopd.context import ContextEncoder, arrange
 from verl_masopd.teacher.privileged import privileged_block
 from verl_masopd.workflows.base import Attribution, Episode, Workflow
 
@@ -90,6 +90,5 @@ class TeacherContextBuilder:
         seat = episode.agent(agent)
         _, student_cut = self.encoder.student(episode, seat, turn, self.student_budget)
         block = self._block(episode, agent, turn, attribution)
-        ids, span = self.encoder.encode(episode, seat, turn, role, block)
-        cut = fit(ids, span, budget, at_least=student_cut)
-        return TeacherContext(ids=apply_cut(ids, span, cut), privileged=block is not None, cut_tokens=cut.count)
+        ids, cut = self.encoder.fitted(episode, seat, turn, budget, role, block, at_least=student_cut)
+        return TeacherContext(ids=ids, privileged=block is not None, cut_tokens=cut.count)

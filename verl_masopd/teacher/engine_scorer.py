@@ -5,8 +5,8 @@ A pass is one `infer_batch` over the per-policy layout with the teacher contexts
 (left-padded) and the students' responses (right-padded): the engine returns
 log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
 
-With `share_prefix` (default: on a CPU) the requests of one response, which `TeacherScoring`
-sends together, are instead scored by running their common context prefix once and reusing its
+With `share_prefix` (default: on the CPU platform, VERL_PLATFORM=cpu) the requests of one
+response, which `TeacherScoring` sends together, are instead scored by running their common context prefix once and reusing its
 key/value cache (`teacher.prefix_scoring`), one sequence at a time: on a CPU that is as fast as
 the packed pass per token and skips the shared tokens; on a GPU the packed, batched pass is kept.
 `computed_tokens` counts the tokens the last `score` ran through the model.
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import torch
 from verl import DataProto
-from verl.utils.device import get_device_name
 
+from verl_masopd.platform import cpu_platform_selected
 from verl_masopd.teacher.scoring import ScoreRequest
 from verl_masopd.trainer.engine import PolicyEngine
 
@@ -57,7 +57,7 @@ class EngineTeacherScorer:
     def __init__(self, engine: PolicyEngine, pad_id: int, share_prefix: bool | None = None):
         self.engine = engine
         self.pad_id = pad_id
-        self.shares_prefixes = get_device_name() == "cpu" if share_prefix is None else share_prefix
+        self.shares_prefixes = cpu_platform_selected() if share_prefix is None else share_prefix
         self.computed_tokens = 0
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
