@@ -7,8 +7,9 @@ log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
 
 With `share_prefix` (default: on the CPU platform, VERL_PLATFORM=cpu) the requests of one
 response, which `TeacherScoring` sends together, are instead scored by running their common
-context prefix once and reusing its key/value cache (`teacher.prefix_scoring`), one sequence at a time: on a CPU that is as fast as
-the packed pass per token and skips the shared tokens; on a GPU the packed, batched pass is kept.
+context prefix once and reusing its key/value cache (`teacher.prefix_scoring`), one sequence at
+a time: on a CPU that is as fast as the packed pass per token and skips the shared tokens; on a
+GPU the packed, batched pass is kept.
 `computed_tokens` counts the tokens the last `score` ran through the model.
 """
 
