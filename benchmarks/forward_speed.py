@@ -4,8 +4,8 @@ Side by side in one run, the variants taking turns repeat by repeat: a plain tra
 (and forward + backward) of each sequence alone, without padding, is the reference; against it,
 verl's engine (`PolicyEngine`) as the teacher scorer (forward-only), the students' log-prob pass
 and the update (one optimizer step over the batch), each with the packed attention the engine
-uses now (`platform.packed_attention`) and with transformers' plain "sdpa" (before the change),
-in float32 and bfloat16 compute. Also the largest log-prob difference of every variant from the
+uses now (`platform.packed_attention`) in float32 and bfloat16 compute, and with transformers'
+plain "sdpa" (before the change) in float32. Also the largest log-prob difference of every variant from the
 float32 reference. Writes benchmarks/results/forward_speed.json.
 
     VERL_PLATFORM=cpu python benchmarks/forward_speed.py [--requests 8] [--context 1100] [--response 48]
@@ -75,12 +75,11 @@ def attention(name: str):
 
 def build_engines(model_path: str, dtypes: list[str]) -> dict[str, tuple[PolicyEngine, PolicyEngine]]:
     engines = {}
-    for attn in ("packed", "sdpa"):
-        for dtype in dtypes:
-            with attention("sdpa" if attn == "sdpa" else engine_module.packed_attention_implementation()):
-                teacher = PolicyEngine.local(EngineSettings(model_path=model_path, forward_only=True, dtype=dtype))
-                student = PolicyEngine.local(EngineSettings(model_path=model_path, dtype=dtype, lr=0.0))
-            engines[f"{attn}/{dtype}"] = (teacher, student)
+    for attn, dtype in [("packed", d) for d in dtypes] + [("sdpa", "float32")]:
+        with attention("sdpa" if attn == "sdpa" else engine_module.packed_attention_implementation()):
+            teacher = PolicyEngine.local(EngineSettings(model_path=model_path, forward_only=True, dtype=dtype))
+            student = PolicyEngine.local(EngineSettings(model_path=model_path, dtype=dtype, lr=0.0))
+        engines[f"{attn}/{dtype}"] = (teacher, student)
     return engines
 
 
@@ -166,7 +165,7 @@ def main(args) -> dict:
     v = result["variants"]
     ratios = {}
     for d in dtypes:
-        for attn in ("packed", "sdpa"):
+        for attn in ("packed", "sdpa") if d == "float32" else ("packed",):
             ratios[f"teacher/{attn}/{d} vs plain_forward/{d}"] = (
                 v[f"teacher/{attn}/{d}"]["tokens_per_s"] / v[f"plain_forward/{d}"]["tokens_per_s"]
             )
@@ -176,8 +175,9 @@ def main(args) -> dict:
             ratios[f"update/{attn}/{d} vs plain_forward_backward/{d}"] = (
                 v[f"update/{attn}/{d}"]["tokens_per_s"] / v[f"plain_forward_backward/{d}"]["tokens_per_s"]
             )
-        ratios[f"teacher/packed/{d} vs teacher/sdpa/{d}"] = (
-            v[f"teacher/packed/{d}"]["tokens_per_s"] / v[f"teacher/sdpa/{d}"]["tokens_per_s"]
+    for phase in ("teacher", "log_prob", "update"):
+        ratios[f"{phase}/packed/float32 vs {phase}/sdpa/float32"] = (
+            v[f"{phase}/packed/float32"]["tokens_per_s"] / v[f"{phase}/sdpa/float32"]["tokens_per_s"]
         )
     for phase in ("teacher", "log_prob", "update"):
         ratios[f"{phase}/packed: bfloat16 vs float32 speed"] = (
