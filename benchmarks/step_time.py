@@ -6,7 +6,7 @@ measured steps of `Trainer.train_step()`'s timing_s/* metrics (rollout, log_prob
 advantage, update, weight_sync), the estimators taking turns step by step. Writes
 benchmarks/results/step_time.json and prints a table.
 
-    VERL_PLATFORM=cpu python benchmarks/step_time.py [--domain math] [--steps 2]
+    VERL_PLATFORM=cpu python benchmarks/step_time.py [--domain math] [--steps 2] [--max-prompt-length N]
 """
 
 from __future__ import annotations
@@ -78,6 +78,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="measured steps after the warm-up step")
     parser.add_argument("--problems", type=int, default=8, help="built-in problems in the training file")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-prompt-length", type=int, help="data.max_prompt_length (default: the preset's)")
+    parser.add_argument("--context-layout", choices=("role_first", "role_last"), help="workflow.context_layout")
+    parser.add_argument("--name", default="step_time", help="results file name (benchmarks/results/NAME.json)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="step_time-"))
@@ -112,6 +115,10 @@ def main() -> None:
         "trainer.logger=[console]",
         "trainer.save_freq=-1",
     ]
+    if args.max_prompt_length:
+        common.append(f"data.max_prompt_length={args.max_prompt_length}")
+    if args.context_layout:
+        common.append(f"workflow.context_layout={args.context_layout}")
     times = step_times(
         {e: [*common, f"algorithm.adv_estimator={e}", f"trainer.default_local_dir={work / e}"] for e in ESTIMATORS},
         args.steps,
@@ -124,6 +131,9 @@ def main() -> None:
         "group_size": cfg.rollout.group_size,
         "horizon": cfg.workflow.horizon,
         "max_response_tokens": cfg.data.max_response_length,
+        "max_prompt_tokens": cfg.data.max_prompt_length,
+        "context_layout": cfg.workflow.context_layout,
+        "machine_note": "2 cores shared with other jobs; the estimators take turns step by step",
         "student": "tiny (0.9M parameters)",
         "teacher": "small (9.6M parameters)",
         "placement": "local",
@@ -134,7 +144,7 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }
-    path = save_result("step_time", {"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, echo=False)
+    path = save_result(args.name, {"setup": setup, "seconds_per_step": times, "ratio_to_grpo": ratio}, echo=False)
     print(table(times, ratio))
     print(f"wrote {path}")
 

@@ -1,12 +1,14 @@
 """Teacher cost of `opd` (one pass: the own role) vs `masopd` (plus κ = 1 contrast pass) on the same batch.
 
 Recorded two-turn math episodes (turn 0 a conflict, so turn 1 carries the PAC block), fixed
-random responses, the tiny teacher on verl's engine (CPU, forward-only). Reports teacher tokens
-processed per response, teacher scoring seconds per step (median of repeats), their masopd/opd
-ratios, and the tokens a prefix cache could skip in the contrast pass (leading tokens x_q shares
-with x_r). Writes benchmarks/results/teacher_cost.json.
+random responses, the tiny teacher on verl's engine (CPU, forward-only). Variants, taking turns:
+the context layout (role_first, role_last) and the engine scorer's path (the packed batch pass,
+or the shared-prefix path that computes a response's common context prefix once). Reports, per
+response, the teacher tokens of the contexts, the tokens actually computed and the tokens the
+contrast context shares with x_r; teacher scoring seconds per step (median of repeats); and the
+masopd/opd ratios. Writes benchmarks/results/teacher_cost.json.
 
-    VERL_PLATFORM=cpu python benchmarks/teacher_cost.py [--episodes 8] [--response-len 48] [--repeats 5]
+    VERL_PLATFORM=cpu python benchmarks/teacher_cost.py [--episodes 8] [--response-len 48] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -93,23 +95,39 @@ def policy_batches(workflow: MathWorkflow, episodes: dict, response_len: int, vo
     return batches
 
 
-async def measure(scoring: TeacherScoring, batches, episodes, attributions, repeats: int) -> dict:
-    seconds, stats = [], []
+VARIANTS = {
+    # name: (layout, kappa, share_prefix)
+    "opd/role_first/packed": ("role_first", 0, False),
+    "masopd/role_first/packed": ("role_first", 1, False),
+    "opd/role_last/packed": ("role_last", 0, False),
+    "masopd/role_last/packed": ("role_last", 1, False),
+    "opd/role_last/shared_prefix": ("role_last", 0, True),
+    "masopd/role_last/shared_prefix": ("role_last", 1, True),
+}
+
+
+async def measure(scorings: dict, batches, episodes, attributions, repeats: int) -> dict:
+    """Median seconds per step and token counts of every variant, the variants taking turns."""
+    seconds = {name: [] for name in scorings}
+    stats = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        scored = [await scoring.score(b, episodes, attributions) for b in batches]
-        seconds.append(time.perf_counter() - start)
-        stats = [s.meta_info["teacher"] for s in scored]
-    responses = sum(s["responses"] for s in stats)
-    tokens = sum(s["teacher_tokens"] for s in stats)
-    shared = sum(s["shared_prefix_tokens"] for s in stats)
-    return {
-        "responses_per_step": responses,
-        "teacher_tokens_per_response": tokens / responses,
-        "shared_prefix_tokens_per_response": shared / responses,
-        "scoring_seconds_per_step": statistics.median(seconds),
-        "passes": stats[0]["passes"],
-    }
+        for name, scoring in scorings.items():
+            start = time.perf_counter()
+            scored = [await scoring.score(b, episodes, attributions) for b in batches]
+            seconds[name].append(time.perf_counter() - start)
+            stats[name] = [s.meta_info["teacher"] for s in scored]
+    out = {}
+    for name, per_batch in stats.items():
+        responses = sum(s["responses"] for s in per_batch)
+        out[name] = {
+            "responses_per_step": responses,
+            "passes": per_batch[0]["passes"],
+            "teacher_tokens_per_response": sum(s["teacher_tokens"] for s in per_batch) / responses,
+            "computed_tokens_per_response": sum(s["computed_tokens"] for s in per_batch) / responses,
+            "shared_prefix_tokens_per_response": sum(s["shared_prefix_tokens"] for s in per_batch) / responses,
+            "scoring_seconds_per_step": statistics.median(seconds[name]),
+        }
+    return out
 
 
 async def main(args) -> dict:
@@ -117,36 +135,42 @@ async def main(args) -> dict:
     teacher_path = cached_model(cache, size="small", seed=1)
     tokenizer = AutoTokenizer.from_pretrained(teacher_path)
     engine = PolicyEngine.local(EngineSettings(model_path=teacher_path, forward_only=True))
-    scorer = EngineTeacherScorer(engine, pad_id=tokenizer.pad_token_id)
     result = {
         "teacher": "tiny small (~10M params, Qwen3 architecture)",
-        "device": "cpu",
+        "device": "cpu (2 cores, shared with other jobs: compare variants within one run)",
         "episodes": args.episodes,
         "response_len": args.response_len,
         "repeats": args.repeats,
         "by_agents_per_role": {},
     }
-    for n in (1, 2):
+    for n in args.agents_per_role:
         workflow = MathWorkflow(agents_per_role=n)
         episodes = recorded_episodes(workflow, args.episodes)
         attributions = await Attributor(workflow).attribute(episodes)
         batches = policy_batches(workflow, episodes, args.response_len, len(tokenizer), seed=n)
-        builder = TeacherContextBuilder(workflow, tokenizer, max_length=4096)
-        await TeacherScoring(builder, scorer, num_contrast_roles=1).score(batches[0], episodes, attributions)  # warm-up
-        opd = await measure(
-            TeacherScoring(builder, scorer, num_contrast_roles=0), batches, episodes, attributions, args.repeats
-        )
-        masopd = await measure(
-            TeacherScoring(builder, scorer, num_contrast_roles=1), batches, episodes, attributions, args.repeats
-        )
-        cached_tokens = masopd["teacher_tokens_per_response"] - masopd["shared_prefix_tokens_per_response"]
-        result["by_agents_per_role"][n] = {
-            "opd": opd,
-            "masopd": masopd,
-            "token_ratio": masopd["teacher_tokens_per_response"] / opd["teacher_tokens_per_response"],
-            "time_ratio": masopd["scoring_seconds_per_step"] / opd["scoring_seconds_per_step"],
-            "token_ratio_with_prefix_cache": cached_tokens / opd["teacher_tokens_per_response"],
+        scorings = {
+            name: TeacherScoring(
+                TeacherContextBuilder(workflow, tokenizer, max_length=4096, layout=layout),
+                EngineTeacherScorer(engine, pad_id=tokenizer.pad_token_id, share_prefix=share),
+                num_contrast_roles=kappa,
+            )
+            for name, (layout, kappa, share) in VARIANTS.items()
         }
+        await scorings["masopd/role_last/packed"].score(batches[0], episodes, attributions)  # warm-up
+        runs = await measure(scorings, batches, episodes, attributions, args.repeats)
+        ratios = {}
+        for layout, scoring in (("role_first", "packed"), ("role_last", "packed"), ("role_last", "shared_prefix")):
+            opd, masopd = runs[f"opd/{layout}/{scoring}"], runs[f"masopd/{layout}/{scoring}"]
+            ratios[f"{layout}/{scoring}"] = {
+                "time_ratio": masopd["scoring_seconds_per_step"] / opd["scoring_seconds_per_step"],
+                "token_ratio": masopd["teacher_tokens_per_response"] / opd["teacher_tokens_per_response"],
+                "computed_token_ratio": masopd["computed_tokens_per_response"] / opd["computed_tokens_per_response"],
+            }
+        best_opd = min(runs[name]["scoring_seconds_per_step"] for name in runs if name.startswith("opd/"))
+        ratios["masopd/role_last/shared_prefix vs fastest opd"] = (
+            runs["masopd/role_last/shared_prefix"]["scoring_seconds_per_step"] / best_opd
+        )
+        result["by_agents_per_role"][n] = {"variants": runs, "masopd_over_opd": ratios}
     return result
 
 
@@ -154,7 +178,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--response-len", type=int, default=48)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--agents-per-role", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
     result = asyncio.run(main(args))
     save_result("teacher_cost", result)

@@ -6,4 +6,4 @@ interpreter.
 """
 
 import verl_masopd.algos  # noqa: F401  (registers estimators and losses)
-import verl_masopd.platform  # noqa: F401  (registers the CPU platform)
+import verl_masopd.platform  # noqa: F401  (registers the CPU platform and the packed attention)

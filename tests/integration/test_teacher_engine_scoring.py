@@ -1,14 +1,22 @@
 """Teacher scoring on verl's real engine (forward-only, CPU) equals a plain transformers forward of
-each unpadded teacher sequence x_q + y, on the response positions, for contexts of any length."""
+each unpadded teacher sequence x_q + y, on the response positions, for contexts of any length; the
+shared-prefix path equals the packed pass."""
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
+from verl import DataProto
 
 from verl_masopd.chat import encode_messages
+from verl_masopd.teacher.attribution import Attributor
+from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
-from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.teacher.scoring import ScoreRequest, TeacherScoring
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
+from verl_masopd.workflows.base import Action, Turn
+from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.problem import Problem
 
 pytestmark = pytest.mark.integration
 
@@ -47,3 +55,53 @@ async def test_engine_scores_equal_transformers_forward(tiny_teacher_path, tiny_
         )
     # the same response after another context gets other teacher scores
     assert max(abs(a - b) for a, b in zip(scores[0], scores[1])) > 1e-3
+
+
+async def test_shared_prefix_scoring_equals_full_recomputation_for_both_roles(tiny_teacher_path, tiny_tokenizer):
+    """RAS under role_last with privileged blocks: the engine's shared-prefix path returns the packed
+    pass's log-probs (own role and contrast) while running fewer tokens."""
+    workflow = MathWorkflow(agents_per_role=1)
+    episodes = {}
+    for k in range(2):
+        episode = workflow.reset(
+            Problem(uid=f"p{k}", domain="math", statement=f"What is {k} times 7?", answer=str(7 * k))
+        )
+        actions = {a.name: Action(a, f"#### {7 * k + (a.role == 'reasoner')}") for a in workflow.agents}
+        verifier = {"agents": {a.name: {"verdict": a.role != "reasoner"} for a in workflow.agents}}
+        episode.turns.append(Turn(0, actions, "The answers disagree.", False, verifier))
+        episode.turns.append(Turn(1, actions, "The answers disagree.", False, verifier))
+        episode.done = True
+        episodes[f"e{k}"] = episode
+    attributions = await Attributor(workflow).attribute(episodes)
+    rows = [(eid, t, a) for eid in episodes for t in (0, 1) for a in workflow.agents]
+    generator = torch.Generator().manual_seed(0)
+    batch = DataProto.from_dict(
+        tensors={
+            "responses": torch.randint(3, len(tiny_tokenizer), (len(rows), 6), generator=generator),
+            "response_mask": torch.tensor([[1] * 6 if i % 3 else [1] * 4 + [0] * 2 for i in range(len(rows))]),
+        },
+        non_tensors={
+            "episode_id": np.array([r[0] for r in rows], dtype=object),
+            "turn": np.array([r[1] for r in rows], dtype=object),
+            "agent": np.array([r[2].name for r in rows], dtype=object),
+            "role": np.array([r[2].role for r in rows], dtype=object),
+        },
+    )
+    teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, 4096, layout="role_last")
+    out = {}
+    for share in (False, True):
+        scorer = EngineTeacherScorer(teacher, pad_id=tiny_tokenizer.pad_token_id, share_prefix=share)
+        scored = await TeacherScoring(builder, scorer, num_contrast_roles=1).score(
+            DataProto(batch=batch.batch.clone(), non_tensor_batch=dict(batch.non_tensor_batch)), episodes, attributions
+        )
+        out[share] = scored
+    full, shared = out[False], out[True]
+    assert shared.non_tensor_batch["privileged"].sum() == 4  # turn 1 of each episode carries p_t
+    for key in ("teacher_log_probs", "teacher_contrast_log_probs"):
+        torch.testing.assert_close(shared.batch[key], full.batch[key], atol=1e-4, rtol=0)
+    stats_full, stats_shared = full.meta_info["teacher"], shared.meta_info["teacher"]
+    assert stats_full["computed_tokens"] == stats_full["teacher_tokens"] == stats_shared["teacher_tokens"]
+    # each response's shared prefix (observation and p_t) ran once instead of twice
+    assert stats_shared["shared_prefix_tokens"] > 0
+    assert stats_shared["computed_tokens"] == stats_full["teacher_tokens"] - stats_shared["shared_prefix_tokens"]

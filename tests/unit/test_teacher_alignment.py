@@ -4,7 +4,6 @@ the truncation rule keeps the response; C_r is the κ roles after r."""
 import pytest
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_masopd.teacher.contexts import fit_context
 from verl_masopd.teacher.scoring import ScoreRequest, contrast_roles, response_rows
 from verl_masopd.teacher.server_scorer import ServerTeacherScorer
 
@@ -63,23 +62,6 @@ async def test_server_scorer_refuses_rows_that_score_other_tokens():
     scorer = ServerTeacherScorer(StandInTeacherServer(shift=1))
     with pytest.raises(RuntimeError, match="scored tokens"):
         await scorer.score([ScoreRequest([5, 6, 7], [10, 11])])
-
-
-def test_fit_context_keeps_short_contexts_whole():
-    assert fit_context(list(range(6)), response_len=4, max_length=10) == ([0, 1, 2, 3, 4, 5], 0)
-
-
-def test_fit_context_cuts_the_middle_and_keeps_the_response_budget():
-    # budget b = 10 − 5 = 5: the first ⌊5/2⌋ = 2 tokens and the last 3 tokens stay, 7 are cut.
-    ids, cut = fit_context(list(range(12)), response_len=5, max_length=10)
-    assert ids == [0, 1, 9, 10, 11]
-    assert cut == 7
-    assert len(ids) + 5 == 10
-
-
-def test_fit_context_names_the_key_when_the_response_leaves_no_room():
-    with pytest.raises(ValueError, match="teacher.max_context_length=10"):
-        fit_context(list(range(4)), response_len=9, max_length=10)
 
 
 def test_contrast_roles_follow_the_role_cyclically():

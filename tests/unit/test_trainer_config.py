@@ -197,6 +197,7 @@ def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
         ("workflow.horizon", "four", "workflow.horizon: Value 'four' of type 'str' could not be converted to Integer"),
         ("workflow.agents_per_role", 0, "workflow.agents_per_role"),
         ("workflow.policy_sharing", "team", "workflow.policy_sharing"),
+        ("workflow.context_layout", "middle", "workflow.context_layout"),
         ("workflow.name", "trio", "workflow.name"),
         ("workflow.options", {"colour": 1}, "workflow.options: workflow 'mas' (math): unknown option(s) ['colour']"),
         ("workflow.options", {"timeout": 1.0}, "workflow.options.timeout: use workflow.exec_timeout_s"),

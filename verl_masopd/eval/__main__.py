@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
     p.add_argument("--horizon", type=count, default=4)
     p.add_argument("--agents-per-role", type=count, default=1)
+    p.add_argument(
+        "--context-layout",
+        choices=("role_first", "role_last"),
+        default="role_last",
+        help="where the role instruction goes; use the layout the model was trained with (workflow.context_layout)",
+    )
     p.add_argument("--k", type=count, default=1, help="episodes per problem")
     p.add_argument("--temperature", type=float, default=0.6)
     p.add_argument("--top-p", type=float, default=0.95)
@@ -155,9 +161,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         teacher = PolicyEngine.local(settings)
         scorer = EngineTeacherScorer(teacher, tokenizer.pad_token_id)
-        role_advantage = RoleAdvantageScorer(workflow, tokenizer, scorer, args.teacher_max_context)
+        role_advantage = RoleAdvantageScorer(
+            workflow, tokenizer, scorer, args.teacher_max_context, layout=args.context_layout
+        )
     with (
-        RolloutManager(workflow, backends, tokenizer, policy_sharing="role", sampling=sampling) as manager,
+        RolloutManager(
+            workflow,
+            backends,
+            tokenizer,
+            policy_sharing="role",
+            sampling=sampling,
+            context_layout=args.context_layout,
+        ) as manager,
         tqdm(total=len(problems) * args.k, unit="episode") as bar,
     ):
         records = asyncio.run(

@@ -24,10 +24,12 @@ from verl_masopd.workflows.base import Workflow
 class RoleAdvantageScorer:
     """Δ̄ per (episode_id, turn, agent) for finished episodes, with `scorer` holding the teacher."""
 
-    def __init__(self, workflow: Workflow, tokenizer, scorer: TeacherScorer, max_context_length: int):
+    def __init__(
+        self, workflow: Workflow, tokenizer, scorer: TeacherScorer, max_context_length: int, layout: str = "role_first"
+    ):
         if len(workflow.roles) < 2:
             raise ValueError(f"--teacher: the {workflow.name!r} workflow has one role, no contrasting role to score")
-        builder = TeacherContextBuilder(workflow, tokenizer, max_context_length)
+        builder = TeacherContextBuilder(workflow, tokenizer, max_context_length, layout=layout)
         self.scoring = TeacherScoring(builder, scorer, len(workflow.roles) - 1, pac_enable=False)
         self.pad_id = tokenizer.pad_token_id
 

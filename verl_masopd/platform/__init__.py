@@ -3,13 +3,15 @@
 Importing this package (verl does, through the `verl.plugins` entry point) registers
 `PlatformCPU` under the name "cpu"; when VERL_PLATFORM=cpu it also patches verl's FSDP engine
 for the CPU (see `engine_patches`). Unknown VERL_PLATFORM names are rejected by verl's own
-`get_platform()` with a message naming them and the registered platforms.
+`get_platform()` with a message naming them and the registered platforms. It also registers the
+"sdpa_packed" attention the engine uses where flash-attention is absent (`packed_attention`).
 """
 
 import os
 
 from verl_masopd.platform.cpu import PLATFORM_NAME, PlatformCPU
 from verl_masopd.platform.engine_patches import apply_cpu_engine_patches
+from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
 
 
 def cpu_platform_selected() -> bool:
@@ -19,4 +21,11 @@ def cpu_platform_selected() -> bool:
 if cpu_platform_selected():
     apply_cpu_engine_patches()
 
-__all__ = ["PLATFORM_NAME", "PlatformCPU", "apply_cpu_engine_patches", "cpu_platform_selected"]
+__all__ = [
+    "PACKED_SDPA",
+    "PLATFORM_NAME",
+    "PlatformCPU",
+    "apply_cpu_engine_patches",
+    "cpu_platform_selected",
+    "packed_attention_implementation",
+]

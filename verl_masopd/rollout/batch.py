@@ -7,8 +7,9 @@ response in the batch (each at most its limit):
   input_ids = prompts ‖ responses; attention_mask 1 on real tokens; position_ids = running count
   of real tokens − 1 (0 on left padding); response_mask 1 on y; rollout_log_probs ℓS_k on y, 0 on padding.
 
-Truncation rule: a context longer than `max_prompt_len` keeps its LAST `max_prompt_len` tokens
-(the generation prompt and the latest turns stay next to the response); a response longer than
+Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
+history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
+tokens (the generation prompt stays next to the response); a response longer than
 `max_response_len` keeps its first `max_response_len` tokens together with their log-probs. Both
 are counted in `meta_info` ("truncated_prompts", "truncated_responses"). Failed turns (no
 response) carry no tokens to train on and are left out, counted as "failed_samples".

@@ -1,7 +1,7 @@
 """The asynchronous multi-agent episode runner.
 
 For G rollouts of each problem the manager plays the workflow turn by turn until agreement or the
-horizon: at turn t every live agent's context u = encode_messages(render(episode, agent, t)) is
+horizon: at turn t every live agent's context u (`verl_masopd.context`: render(episode, agent, t) in the layout) is
 sent to its policy's backend, the responses are parsed into actions and `workflow.step` executes
 them. The requests of all live episodes for one policy at one turn go to the backend as one call
 (the policies' calls run concurrently); `step` and `judge` (sandbox work, blocking) run in a
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from verl_masopd.chat import encode_messages
+from verl_masopd.context import ContextEncoder
 from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams
 from verl_masopd.rollout.policies import policies_of, policy_of
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, Sample
@@ -87,6 +87,7 @@ class RolloutManager:
         generation_timeout_s: float | None = None,
         step_threads: int = 4,
         max_prompt_len: int | None = None,
+        context_layout: str = "role_first",
     ):
         needed = policies_of(workflow.agents, policy_sharing)
         missing = [p for p in needed if p not in backends]
@@ -105,6 +106,7 @@ class RolloutManager:
         self.max_retries = max_retries
         self.generation_timeout_s = generation_timeout_s
         self.max_prompt_len = max_prompt_len
+        self.contexts = ContextEncoder(workflow, tokenizer, context_layout)
         self.metrics = RolloutMetrics()
         self._pool = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="workflow-step")
         self._episode_counter = 0
@@ -173,15 +175,14 @@ class RolloutManager:
         return [results[i] for i in range(len(lives))]
 
     def context_ids(self, episode: Episode, agent: Agent, turn: int) -> list[int]:
-        """u: the token ids of what `agent` sees at `turn`.
+        """u: the token ids of what `agent` sees at `turn`, in the context layout.
 
-        A context over `max_prompt_len` keeps its last `max_prompt_len` tokens (the rule of
-        rollout/batch.py), so the policy is sampled from exactly the context it is trained on.
+        A context over `max_prompt_len` loses tokens from the middle of its history, as the
+        teacher's contexts do (`verl_masopd.context`), so the policy is sampled from exactly the
+        context it is trained on and x_r without p_t is u.
         """
-        ids = encode_messages(self.tokenizer, self.workflow.render(episode, agent, turn))
-        if self.max_prompt_len is not None and len(ids) > self.max_prompt_len:
-            self.metrics.truncated_prompts += 1
-            ids = ids[-self.max_prompt_len :]
+        ids, cut = self.contexts.student(episode, agent, turn, self.max_prompt_len)
+        self.metrics.truncated_prompts += cut.count > 0
         return ids
 
     def action_of(self, agent: Agent, generation: Generation) -> Action:

@@ -4,6 +4,13 @@ forward-only), on CPU and GPU.
 A pass is one `infer_batch` over the per-policy layout with the teacher contexts x_q as prompts
 (left-padded) and the students' responses (right-padded): the engine returns
 log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
+
+With `share_prefix` (default: on the CPU platform, VERL_PLATFORM=cpu) the requests of one
+response, which `TeacherScoring` sends together, are instead scored by running their common
+context prefix once and reusing its key/value cache (`teacher.prefix_scoring`), one sequence at
+a time: on a CPU that is as fast as the packed pass per token and skips the shared tokens; on a
+GPU the packed, batched pass is kept.
+`computed_tokens` counts the tokens the last `score` ran through the model.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from verl import DataProto
 
+from verl_masopd.platform import cpu_platform_selected
 from verl_masopd.teacher.scoring import ScoreRequest
 from verl_masopd.trainer.engine import PolicyEngine
 
@@ -47,12 +55,19 @@ def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
 class EngineTeacherScorer:
     """TeacherScorer over a forward-only `PolicyEngine` with the teacher's weights."""
 
-    def __init__(self, engine: PolicyEngine, pad_id: int):
+    def __init__(self, engine: PolicyEngine, pad_id: int, share_prefix: bool | None = None):
         self.engine = engine
         self.pad_id = pad_id
+        self.shares_prefixes = cpu_platform_selected() if share_prefix is None else share_prefix
+        self.computed_tokens = 0
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         if not requests:
+            self.computed_tokens = 0
             return []
+        if self.shares_prefixes:
+            scores, self.computed_tokens = self.engine.score_shared_prefix(requests)
+            return scores
         log_probs = self.engine.infer_batch(scoring_batch(requests, self.pad_id))
+        self.computed_tokens = sum(len(r.context_ids) + len(r.response_ids) for r in requests)
         return [log_probs[b, : len(r.response_ids)].tolist() for b, r in enumerate(requests)]

@@ -2,8 +2,11 @@
 under its own role r and the κ contrasting roles C_r (METHOD.md §3).
 
 One batched teacher pass per role condition: pass 0 scores every response under its own role,
-pass i (1 ≤ i ≤ κ) under its i-th contrasting role. RAS therefore costs exactly one extra pass
-per response per contrasting role, whatever the number of agents. C_r holds the κ roles that
+pass i (1 ≤ i ≤ κ) under its i-th contrasting role. RAS therefore costs at most one extra pass
+per response per contrasting role, whatever the number of agents. A scorer that shares prefixes
+(`shares_prefixes`, e.g. the engine scorer on CPU) gets all passes in one call instead, so that
+it computes the prefix the role conditions of a response share once; a server scorer gets the
+passes in turn, own role first, so that a prefix cache can serve the contrast passes. C_r holds the κ roles that
 follow r in the workflow's role order (cyclically); with two role types, the other role.
 
 Alignment: a scorer sees seq = x_q + y, whose length differs from the student's u + y. Row j of
@@ -41,7 +44,10 @@ class ScoreRequest:
 
 class TeacherScorer(Protocol):
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
-        """One batched teacher pass: for each request, [log π_T(y_i | x_q, y_<i) for i < |y|]."""
+        """One batched teacher pass: for each request, [log π_T(y_i | x_q, y_<i) for i < |y|].
+
+        A scorer may set `shares_prefixes` (then it gets all passes in one call) and
+        `computed_tokens` (the tokens its last call ran through the model)."""
 
 
 def response_rows(sequence_rows: Sequence, context_len: int, response_len: int) -> list:
@@ -73,12 +79,15 @@ def contrast_roles(role: str, roles: Sequence[str], kappa: int) -> list[str]:
 class ScoringStats:
     """Per batch: `responses` scored, `passes` (1 + κ), `teacher_tokens` (|x_q| + |y| summed over
     passes), `shared_prefix_tokens` (leading tokens a contrast context shares with x_r, the most a
-    prefix cache could skip), `truncations` and `truncated_tokens` (truncation rule of contexts.py)."""
+    prefix cache could skip), `computed_tokens` (tokens the scorer ran through the model, where it
+    reports them; else teacher_tokens), `truncations` and `truncated_tokens` (truncation rule of
+    contexts.py)."""
 
     responses: int = 0
     passes: int = 0
     teacher_tokens: int = 0
     shared_prefix_tokens: int = 0
+    computed_tokens: int = 0
     truncations: int = 0
     truncated_tokens: int = 0
 
@@ -128,10 +137,12 @@ class TeacherScoring:
                 contexts[i].append(self.builder.build(episodes[eid], agent, turn, condition, attribution, lengths[b]))
 
         stats = ScoringStats(responses=len(rows), passes=1 + self.kappa)
-        scores = []
-        for pass_contexts in contexts:
-            requests = [ScoreRequest(c.ids, response_ids[b]) for c, b in zip(pass_contexts, rows, strict=True)]
-            scores.append(await self.scorer.score(requests) if requests else [])
+        passes = [
+            [ScoreRequest(c.ids, response_ids[b]) for c, b in zip(pass_contexts, rows, strict=True)]
+            for pass_contexts in contexts
+        ]
+        scores = await self._score_passes(passes, stats)
+        for pass_contexts, requests in zip(contexts, passes, strict=True):
             stats.teacher_tokens += sum(len(r.context_ids) + len(r.response_ids) for r in requests)
             stats.truncations += sum(c.cut_tokens > 0 for c in pass_contexts)
             stats.truncated_tokens += sum(c.cut_tokens for c in pass_contexts)
@@ -155,3 +166,21 @@ class TeacherScoring:
         nt["privileged"] = privileged
         data.meta_info["teacher"] = asdict(stats)
         return data
+
+    async def _score_passes(self, passes: list[list[ScoreRequest]], stats: ScoringStats) -> list[list[list[float]]]:
+        """Scores of every pass; all passes in one call to a prefix-sharing scorer, else pass by pass."""
+        n = len(passes[0])
+        if not n:
+            return [[] for _ in passes]
+        if getattr(self.scorer, "shares_prefixes", False):
+            flat = await self.scorer.score([r for requests in passes for r in requests])
+            calls = [flat[i * n : (i + 1) * n] for i in range(len(passes))]
+            computed = [getattr(self.scorer, "computed_tokens", None)]
+        else:
+            calls, computed = [], []
+            for requests in passes:
+                calls.append(await self.scorer.score(requests))
+                computed.append(getattr(self.scorer, "computed_tokens", None))
+        totals = [sum(len(r.context_ids) + len(r.response_ids) for r in requests) for requests in passes]
+        stats.computed_tokens = sum(totals) if None in computed else sum(computed)
+        return calls

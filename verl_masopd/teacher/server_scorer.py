@@ -3,8 +3,13 @@
 Each response is sent as one prompt seq = x_q + y with `max_tokens` 1 and `prompt_logprobs` 0;
 row j of `extra_fields["prompt_logprobs"]` is [log p_T(seq[j+1] | seq[:j+1])] (the last row is a
 dummy), so response token i is row |x_q| − 1 + i. `extra_fields["prompt_ids"]` names the token
-each row scores and is checked against y, so a misaligned row can never pass silently. The
-servers' prefix cache lets the contrast pass reuse the prefill of the prefix x_q shares with x_r.
+each row scores and is checked against y, so a misaligned row can never pass silently.
+
+Prefix cache: `TeacherScoring` sends the own-role pass and then the contrast pass, so under the
+role_last layout the contrast prompts start with blocks (the observation and p_t) the server has
+just computed. vLLM v1, however, does not read its prefix cache for a request that asks for
+prompt_logprobs (SamplingParams.skip_reading_prefix_cache defaults to True then, because cached
+positions get no prompt log-probs), so as sent here every pass is a full prefill.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from verl.utils.tracking import Tracking
 from verl_masopd.algos.options import read_options
 from verl_masopd.algos.rewards import RewardWeights
 from verl_masopd.algos.specs import ESTIMATORS, EstimatorSpec, validate_estimator_config
+from verl_masopd.context import LAYOUTS
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.workflows import make_workflow
@@ -73,10 +74,12 @@ class WorkflowSection:
     horizon: int
     policy_sharing: str
     exec_timeout_s: ExecTimeouts
+    context_layout: str = "role_last"
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         _one_of("workflow.policy_sharing", self.policy_sharing, SHARINGS)
+        _one_of("workflow.context_layout", self.context_layout, LAYOUTS)
         _at_least("workflow.agents_per_role", self.agents_per_role, 1)
         _require(
             self.name != "sa" or self.agents_per_role == 1,

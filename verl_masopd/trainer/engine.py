@@ -34,6 +34,9 @@ from verl.workers.engine_workers import TrainingWorker
 from verl.workers.utils.losses import ppo_loss
 from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
+from verl_masopd.platform.packed_attention import packed_attention_implementation
+from verl_masopd.teacher.prefix_scoring import score_with_shared_prefix
+
 # torch.distributed's rendezvous variables; `PolicyEngine.local` sets them in this process's
 # environment, so a child process that starts engines of its own must not inherit them.
 RENDEZVOUS_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -93,12 +96,13 @@ def precision_fields(settings: EngineSettings) -> dict:
 
 
 def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
-    """verl's `TrainingWorkerConfig` for `settings`: FSDP2, padding-free packed sequences, sdpa attention."""
+    """verl's `TrainingWorkerConfig` for `settings`: FSDP2, padding-free packed sequences, attention that
+    costs Σ|s_i|² per packed row (`platform.packed_attention`)."""
     model = HFModelConfig(
         path=settings.model_path,
         enable_gradient_checkpointing=settings.gradient_checkpointing,
         use_remove_padding=True,
-        override_config={"attn_implementation": "sdpa"},
+        override_config={"attn_implementation": packed_attention_implementation()},
     )
     engine = FSDPEngineConfig(
         strategy="fsdp2",
@@ -168,6 +172,18 @@ class EngineWorker(TrainingWorker):
         params, _ = self.engine.get_per_tensor_param()
         full = {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
         return full if torch.distributed.get_rank() == 0 else None
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def score_shared_prefix(self, requests: list) -> tuple[list[list[float]], int]:
+        """Teacher log-probs of `requests` (ScoreRequests) computing each response's shared context
+        prefix once (`teacher.prefix_scoring`), and the tokens computed; every rank runs it."""
+        from verl.utils.device import get_device_name
+
+        engine = self.engine
+        with engine.eval_mode():
+            return score_with_shared_prefix(
+                engine.module, requests, get_device_name(), getattr(engine, "_autocast_dtype", torch.float32)
+            )
 
 
 def _free_port() -> int:
@@ -298,6 +314,11 @@ class PolicyEngine:
             self._loss_fn = loss_fn
         output = self._call("train_mini_batch", td)
         return dict(tu.get(output, "metrics"))
+
+    def score_shared_prefix(self, requests: list) -> tuple[list[list[float]], int]:
+        """log π(y_i | x, y_<i) per `teacher.scoring.ScoreRequest`, each response's shared context prefix
+        computed once (`teacher.prefix_scoring`); and the number of tokens run through the model."""
+        return self._call("score_shared_prefix", list(requests))
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The current weights under their HF names (full tensors on CPU), ready for `load_state_dict`."""

@@ -117,7 +117,11 @@ class Trainer:
             options = read_options(cfg.algorithm, "marft", MarftOptions)
             self.critic = MarftCritic.from_pretrained(self.run.students.path, options)
         backends = {name: p.backend for name, p in self.policies.items()}
-        common = dict(policy_sharing=self.run.workflow.policy_sharing, max_prompt_len=cfg.data.max_prompt_length)
+        common = dict(
+            policy_sharing=self.run.workflow.policy_sharing,
+            max_prompt_len=cfg.data.max_prompt_length,
+            context_layout=self.run.workflow.context_layout,
+        )
         self.manager = RolloutManager(
             self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling, **common
         )
@@ -162,7 +166,12 @@ class Trainer:
     def _build_teacher(self) -> tuple[TeacherScoring, Attributor | None]:
         """Teacher scoring under RAS role conditions, and the PAC attribution route."""
         builder = TeacherContextBuilder(
-            self.workflow, self.tokenizer, self.run.teacher.max_context_length, self.run.pac.reveal_reference
+            self.workflow,
+            self.tokenizer,
+            self.run.teacher.max_context_length,
+            self.run.pac.reveal_reference,
+            layout=self.run.workflow.context_layout,
+            student_budget=self.cfg.data.max_prompt_length,
         )
         kappa = self.cfg.algorithm.masopd.num_contrast_roles if self.spec.name == "masopd" else 0
         scorer = EngineTeacherScorer(self._engine(self.run.teacher.model_path, "teacher"), self.pad_id)

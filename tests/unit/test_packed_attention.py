@@ -1,0 +1,66 @@
+"""The packed attention equals one forward per sequence, and shared-prefix teacher scoring equals the
+full recomputation, on a tiny Qwen3 model."""
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from verl_masopd.platform.packed_attention import PACKED_SDPA, sequence_bounds
+from verl_masopd.teacher.prefix_scoring import prefix_groups, score_with_shared_prefix, shared_prefix_length
+from verl_masopd.teacher.scoring import ScoreRequest
+
+
+def sequences(vocab: int, lengths: list[int], seed: int = 0) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, vocab, (n,), generator=generator) for n in lengths]
+
+
+def test_sequence_bounds_split_where_positions_restart():
+    positions = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
+    assert sequence_bounds(positions) == [0, 3, 5, 9]
+    assert sequence_bounds(torch.arange(4)[None]) == [0, 4]
+
+
+def test_packed_row_equals_separate_forwards_and_gradients(tiny_model_path):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation=PACKED_SDPA)
+    reference = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="sdpa")
+    seqs = sequences(model.config.vocab_size, [7, 1, 12])
+    packed = torch.cat(seqs)[None]
+    positions = torch.cat([torch.arange(len(s)) for s in seqs])[None]
+    logits = model(input_ids=packed, position_ids=positions).logits[0]
+    separate = torch.cat([reference(input_ids=s[None]).logits[0] for s in seqs])
+    torch.testing.assert_close(logits, separate, atol=1e-5, rtol=0)
+    # transformers' sdpa over the packed row (a block-diagonal mask of the whole row) agrees: only the cost differs
+    plain = reference(input_ids=packed, position_ids=positions, use_cache=False).logits[0]
+    torch.testing.assert_close(plain, separate, atol=1e-5, rtol=0)
+    logits.logsumexp(-1).sum().backward()
+    separate.logsumexp(-1).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def full_scores(model, request: ScoreRequest) -> list[float]:
+    seq = torch.tensor([request.context_ids + request.response_ids])
+    with torch.no_grad():
+        rows = torch.log_softmax(model(input_ids=seq).logits[0].float(), dim=-1)
+    start = len(request.context_ids) - 1
+    return [rows[start + i, y].item() for i, y in enumerate(request.response_ids)]
+
+
+def test_shared_prefix_scores_equal_full_recomputation(tiny_model_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation=PACKED_SDPA)
+    s, c1, c2, c3, y1, y2 = sequences(model.config.vocab_size, [40, 6, 9, 5, 8, 3], seed=1)
+    shared = s.tolist()
+    requests = [
+        ScoreRequest(shared + c1.tolist(), y1.tolist()),  # own role of y1
+        ScoreRequest(shared + c2.tolist(), y1.tolist()),  # contrast role of y1
+        ScoreRequest(shared[:30] + c3.tolist(), y2.tolist()),  # y2 alone: no shared prefix
+        ScoreRequest(shared + c1.tolist() + c2.tolist(), y1.tolist()),  # longer context, same response
+    ]
+    assert prefix_groups(requests) == [[0, 1, 3], [2]]
+    assert shared_prefix_length([r.context_ids for r in requests[:2]]) == 40
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the last context token is always recomputed
+    scores, computed = score_with_shared_prefix(model, requests)
+    for request, got in zip(requests, scores, strict=True):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(full_scores(model, request)), atol=1e-4, rtol=0)
+    assert computed == 40 + (6 + 8) + (9 + 8) + (6 + 9 + 8) + (35 + 3)
