@@ -269,6 +269,9 @@ class Trainer:
     def close(self) -> None:
         self.manager.close()
         self.val_manager.close()
+        if self.generation == VLLM:
+            for policy in self.policies.values():
+                policy.close()
 
     def _resume(self) -> None:
         path = find_resume_point(self.checkpoint_root, self.cfg.trainer.resume_mode, self.cfg.trainer.resume_from_path)
