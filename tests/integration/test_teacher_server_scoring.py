@@ -30,18 +30,21 @@ def context(tokenizer, role: str) -> list[int]:
     return encode_messages(tokenizer, [{"role": "user", "content": f"{HISTORY}\n\n## Your role\nYou are the {role}."}])
 
 
-@pytest.fixture(scope="module")
-def teacher(ray_local, tiny_model_path, tiny_teacher_path):
-    cfg = compose_config(
+def config(student: str, teacher: str):
+    return compose_config(
         [
             "preset=cpu",
-            f"students.path={tiny_model_path}",
-            f"teacher.model_path={tiny_teacher_path}",
+            f"students.path={student}",
+            f"teacher.model_path={teacher}",
             "data.train_files=/unused",
             "actor_rollout_ref.rollout.name=vllm",
         ]
     )
-    served = VllmTeacher(cfg, tiny_teacher_path, dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def teacher(ray_local, tiny_model_path, tiny_teacher_path):
+    served = VllmTeacher(config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, dtype="float32")
     yield served
     served.close()
 
@@ -68,3 +71,13 @@ async def test_server_scores_equal_the_engines_and_the_contrast_pass_reuses_the_
     assert again == served_own
     assert 0 < reused <= 2 * shared, f"the contrast pass read {reused} cached tokens, {shared} shared per request"
     assert max(abs(a - b) for a, b in zip(served_own[0], served_contrast[0])) > 1e-4, "the role changes the scores"
+
+
+def test_a_kv_cache_that_does_not_fit_stops_the_start_naming_the_setting(
+    ray_local, tiny_model_path, tiny_teacher_path, monkeypatch
+):
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "100000")
+    monkeypatch.setenv("MASOPD_VLLM_START_TIMEOUT_S", "300")
+    expected = r"vllm_oversized_server_0_0 did not start \(VLLM_CPU_KVCACHE_SPACE=100000 GiB"
+    with pytest.raises(RuntimeError, match=expected):
+        VllmTeacher(config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, "float32", name="oversized")

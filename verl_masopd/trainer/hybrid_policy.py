@@ -158,7 +158,11 @@ def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn,
         CheckpointEngineManager(config=checkpoint_config, actor_wg=group, replicas=manager.get_replicas())
     )
     backend = VerlServerBackend(
-        manager.get_client(), eos_ids_of(settings.model_path), checkpoint_manager=weight_sync, name=serving.policy
+        manager.get_client(),
+        eos_ids_of(settings.model_path),
+        checkpoint_manager=weight_sync,
+        name=serving.policy,
+        servers=", ".join(serving.server_names()),
     )
     policy = HybridPolicy(
         serving.policy,
