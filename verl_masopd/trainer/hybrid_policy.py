@@ -78,11 +78,11 @@ class HybridPolicyEngine(PolicyEngine):
 class HybridPolicy(Policy):
     """A `Policy` whose weights reach its servers through verl's checkpoint engine, worker to
     server, never through the driver. `actors`: every Ray actor it started (servers, their load
-    balancer, the hybrid workers), `pool`: its resource pool; `close` ends them."""
+    balancer, the hybrid workers), `pool`: its resource pool (None: none of its own); `close` ends them."""
 
-    def __init__(self, *args, actors: list, pool, **kwargs):
+    def __init__(self, *args, actors: list | None = None, pool=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.actors = actors
+        self.actors = list(actors or [])
         self.pool = pool
 
     def sync(self, version: int) -> None:
@@ -94,7 +94,7 @@ class HybridPolicy(Policy):
 
         for actor in self.actors:
             ray.kill(actor)
-        for group in self.pool.pgs or []:
+        for group in (self.pool.pgs if self.pool is not None else None) or []:
             ray.util.remove_placement_group(group)
         self.actors = []
 
