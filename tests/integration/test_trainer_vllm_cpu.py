@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
 pytestmark = pytest.mark.integration
 
 RUN = Path(__file__).parent / "vllm_trainer_run.py"
+RUN_TIMEOUT_S = 1500  # two vLLM server launches and two steps; minutes on 2 quiet cores, more under load
 
 
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_two_masopd_steps_on_each_policys_vllm_servers(trainer_overrides, tiny_model_path, tmp_path):
     replaced = ("engines.placement=", "teacher.model_path=")
     overrides = [o for o in trainer_overrides("math", "algorithm.adv_estimator=masopd") if not o.startswith(replaced)]
@@ -28,11 +31,22 @@ def test_two_masopd_steps_on_each_policys_vllm_servers(trainer_overrides, tiny_m
         f"teacher.model_path={tiny_model_path}",  # the tiny student as its own teacher keeps it fast
     ]
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
-    run = subprocess.run(
-        [sys.executable, str(RUN), "2", *overrides], cwd=tmp_path, env=env, capture_output=True, text=True
+    run = subprocess.Popen(
+        [sys.executable, str(RUN), "2", *overrides],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its Ray's processes go with it on a timeout
     )
-    assert run.returncode == 0, run.stderr[-4000:]
-    reports = [json.loads(line) for line in run.stdout.splitlines() if line.startswith('{"step"')]
+    try:
+        stdout, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        raise
+    assert run.returncode == 0, stderr[-4000:]
+    reports = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"step"')]
 
     assert [r["step"] for r in reports] == [1, 2]
     for report in reports:

@@ -84,6 +84,15 @@ class CpuVllmReplica(vLLMReplica):
         self._server_handle = server
         self._server_address = f"{address}:{port}"
 
+    async def sleep(self):
+        await within(super().sleep(), call_timeout_s(), f"vLLM server {self.server_name()} sleep")
+
+    async def wake_up(self):
+        await within(super().wake_up(), call_timeout_s(), f"vLLM server {self.server_name()} wake_up")
+
+    async def clear_kv_cache(self):
+        await within(super().clear_kv_cache(), call_timeout_s(), f"vLLM server {self.server_name()} clear_kv_cache")
+
 
 class CpuServerAdapter(ServerAdapter):
     """verl's worker-side vLLM adapter whose weight sync writes the engine's weights to a
