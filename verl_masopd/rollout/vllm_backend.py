@@ -13,7 +13,8 @@ Weights: verl streams them from the policy's engine workers to the servers throu
 `version` (the `state_dict` argument is not needed on this path) and every later response must
 carry `extra_fields["global_steps"] == version`. A request that fails, is aborted, comes back
 from other weights or malformed is returned as finish_reason "failed" (the rollout manager
-retries it); it never fails the other requests of the batch.
+retries it); it never fails the other requests of the batch. A request the servers leave
+unanswered for `timeout_s` is not an answer but a hung server: a TimeoutError naming the servers.
 """
 
 from __future__ import annotations
@@ -30,10 +31,19 @@ logger = logging.getLogger(__name__)
 
 class VerlServerBackend:
     """`client`: verl's server-manager client (`LLMServerManager.get_client()`);
-    `checkpoint_manager`: verl's `CheckpointEngineManager` for this policy (None: weights fixed)."""
+    `checkpoint_manager`: verl's `CheckpointEngineManager` for this policy (None: weights fixed);
+    `servers`: the servers' names, for errors."""
 
     def __init__(
-        self, client, eos_ids: list[int], *, checkpoint_manager=None, version: int | None = None, name: str = "policy"
+        self,
+        client,
+        eos_ids: list[int],
+        *,
+        checkpoint_manager=None,
+        version: int | None = None,
+        name: str = "policy",
+        servers: str = "its servers",
+        timeout_s: float = 600.0,
     ):
         if not eos_ids:
             raise ValueError("VerlServerBackend needs the tokenizer's eos ids")
@@ -42,6 +52,8 @@ class VerlServerBackend:
         self.checkpoint_manager = checkpoint_manager
         self.version = version
         self.name = name
+        self.servers = servers
+        self.timeout_s = timeout_s
 
     async def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         params = {
@@ -68,7 +80,13 @@ class VerlServerBackend:
     async def _one(self, prompt: list[int], params: dict) -> Generation:
         request_id = f"{self.name}-{uuid.uuid4().hex}"
         try:
-            out = await self.client.generate(request_id, prompt_ids=prompt, sampling_params=params)
+            out = await asyncio.wait_for(
+                self.client.generate(request_id, prompt_ids=prompt, sampling_params=params), self.timeout_s
+            )
+        except asyncio.TimeoutError:
+            raise TimeoutError(
+                f"{self.name}: request {request_id} unanswered by {self.servers} within {self.timeout_s:g}s"
+            ) from None
         except Exception as e:  # one request's failure must not fail the batch: the manager retries it
             logger.warning("%s: request %s failed: %r", self.name, request_id, e)
             return Generation([], [], FAILED)

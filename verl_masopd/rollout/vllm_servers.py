@@ -52,6 +52,11 @@ class PolicyServerManager(LLMServerManager):
         super().__init__(config, worker_group, rollout_resource_pool, **kwargs)
 
 
+def server_actors(manager: LLMServerManager) -> list:
+    """Every Ray actor a server manager started: its replicas' servers and its load balancer."""
+    return [server for replica in manager.get_replicas() for server in replica.servers] + [manager.global_load_balancer]
+
+
 class ColocatedWeightSync:
     """verl's `CheckpointEngineManager` for one policy plus whether its servers are awake.
 

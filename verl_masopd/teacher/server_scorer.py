@@ -7,9 +7,14 @@ each row scores and is checked against y, so a misaligned row can never pass sil
 
 Prefix cache: `TeacherScoring` sends the own-role pass and then the contrast pass, so under the
 role_last layout the contrast prompts start with blocks (the observation and p_t) the server has
-just computed. vLLM v1, however, does not read its prefix cache for a request that asks for
-prompt_logprobs (SamplingParams.skip_reading_prefix_cache defaults to True then, because cached
-positions get no prompt log-probs), so as sent here every pass is a full prefill.
+just computed. vLLM skips reading its prefix cache for a request that asks for prompt log-probs
+(`SamplingParams.skip_reading_prefix_cache` defaults to True then), because the rows of cached
+tokens are not computed. Only the response rows are needed here, so with `read_prefix_cache`
+the scorer asks vLLM to read the cache anyway: the contrast pass then reuses the prefill of the
+prefix x_r shares with x_q. The server reports the cached tokens c of each request; the rows
+from c on are computed, so the response rows are valid when c ≤ |x_q| − 1, and a request whose
+cache hit reaches into its response (the same x_q + y scored twice) is scored again without
+reading the cache. `prompt_tokens` / `cached_tokens` count what the server was sent and reused.
 """
 
 from __future__ import annotations
@@ -21,23 +26,31 @@ from uuid import uuid4
 from verl_masopd.teacher.scoring import ScoreRequest, response_rows
 
 PROMPT_LOGPROB_SAMPLING = {"max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0, "detokenize": False}
+TIMEOUT_S = 600.0
 
 
 class ServerTeacherScorer:
-    """TeacherScorer over a verl LLM server client (`async generate(request_id, *, prompt_ids, sampling_params)`)."""
+    """TeacherScorer over a verl LLM server client (`async generate(request_id, *, prompt_ids, sampling_params)`).
 
-    def __init__(self, client):
+    read_prefix_cache: let vLLM reuse cached prefixes (vLLM servers only; SGLang's sampling
+    parameters do not know the key). timeout_s: a request unanswered this long is an error naming `name`.
+    """
+
+    def __init__(self, client, *, read_prefix_cache: bool = True, timeout_s: float = TIMEOUT_S, name: str = "teacher"):
         self.client = client
+        self.read_prefix_cache = read_prefix_cache
+        self.timeout_s = timeout_s
+        self.name = name
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         return list(await asyncio.gather(*(self._score_one(r) for r in requests)))
 
     async def _score_one(self, request: ScoreRequest) -> list[float]:
-        output = await self.client.generate(
-            uuid4().hex,
-            prompt_ids=list(request.context_ids) + list(request.response_ids),
-            sampling_params=dict(PROMPT_LOGPROB_SAMPLING),
-        )
+        output = await self._request(request, self.read_prefix_cache)
+        if self.read_prefix_cache and self._cached(output) > len(request.context_ids) - 1:
+            output = await self._request(request, read_cache=False)
         n_context, n_response = len(request.context_ids), len(request.response_ids)
         log_probs = response_rows(output.extra_fields["prompt_logprobs"], n_context, n_response)
         token_ids = response_rows(output.extra_fields["prompt_ids"], n_context, n_response)
@@ -48,3 +61,22 @@ class ServerTeacherScorer:
                 f"{list(request.response_ids)[:8]}..."
             )
         return [float(row[0]) for row in log_probs]
+
+    async def _request(self, request: ScoreRequest, read_cache: bool):
+        sampling = dict(PROMPT_LOGPROB_SAMPLING)
+        if self.read_prefix_cache:
+            sampling["skip_reading_prefix_cache"] = not read_cache
+        prompt = list(request.context_ids) + list(request.response_ids)
+        try:
+            output = await asyncio.wait_for(
+                self.client.generate(uuid4().hex, prompt_ids=prompt, sampling_params=sampling), self.timeout_s
+            )
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"{self.name} server: no prompt log-probs within {self.timeout_s:g}s") from None
+        self.prompt_tokens += len(prompt)
+        self.cached_tokens += self._cached(output)
+        return output
+
+    @staticmethod
+    def _cached(output) -> int:
+        return int((output.extra_fields or {}).get("num_cached_tokens") or 0)

