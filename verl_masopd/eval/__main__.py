@@ -1,7 +1,7 @@
 """Evaluate frozen policies on a parquet file of problems.
 
   python -m verl_masopd.eval --data X.parquet --model PATH [--role-model coder=PATH ...]
-      --workflow mas|sa --horizon 4 --k 1 --out DIR
+      --workflow mas|sa --horizon 4 --k 1 [--prompt-style paper|compact] --out DIR
 
 Models are HF checkpoints given by path (every role uses --model unless --role-model names
 another; the tokenizer is --model's). Sampling defaults are METHOD.md's evaluation settings
@@ -28,6 +28,7 @@ from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
+from verl_masopd.workflows.prompted import PAPER, PROMPT_STYLES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
     p.add_argument("--horizon", type=int, default=4)
+    p.add_argument("--prompt-style", choices=PROMPT_STYLES, default=PAPER, help="the workflow's prompt texts")
     p.add_argument("--agents-per-role", type=int, default=1)
     p.add_argument("--k", type=int, default=1, help="episodes per problem")
     p.add_argument("--temperature", type=float, default=0.6)
@@ -87,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         problems = load_problems(args.data, args.limit)
-        workflow = make_workflow(args.workflow, problems[0].domain, args.agents_per_role, args.horizon)
+        workflow = make_workflow(
+            args.workflow, problems[0].domain, args.agents_per_role, args.horizon, prompt_style=args.prompt_style
+        )
         paths = role_paths(workflow, args.model, args.role_model)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
