@@ -35,6 +35,7 @@ TOOL_USER_RIGHT = 0.6
 
 @dataclass(frozen=True)
 class Demonstration:
+    task: MathTask
     messages: list[dict]
     reply: str
 
@@ -87,7 +88,7 @@ class MathDemonstrations:
             messages = self.workflow.render(episode, agent, 0)
             confused = agent.role == REASONER and rng.random() < self.role_confusion
             reply = tool_user_reply(t.expression) if agent.role == TOOL_USER or confused else reasoner_reply(t.answer)
-            return Demonstration(messages, reply)
+            return Demonstration(t, messages, reply)
         first = self._first_turn(episode, t, rng)
         if rng.random() < PRIVILEGED_SHARE:
             attribution = self.workflow.attribute(episode, 0)
@@ -100,7 +101,7 @@ class MathDemonstrations:
             reply = reasoner_reply(answer)
         else:
             reply = tool_user_reply(output if right else t.expression)
-        return Demonstration(messages, f"{HOLD if right else REVISE}\n{reply}")
+        return Demonstration(t, messages, f"{HOLD if right else REVISE}\n{reply}")
 
     def _first_turn(self, episode: Episode, t: MathTask, rng: random.Random) -> dict:
         """Record a first turn that ended in a disagreement; per agent (right, its output)."""

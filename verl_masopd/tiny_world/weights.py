@@ -70,6 +70,7 @@ def verified_models(domain: str, builder: str, root: Path = WEIGHTS) -> dict[str
 
 def install(staging: Path, target: Path) -> None:
     """Replace `target` by the finished `staging` folder (same file system: a rename)."""
+    staging.chmod(0o755)
     if target.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
         target.rename(old / target.name)
