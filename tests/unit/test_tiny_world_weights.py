@@ -20,6 +20,7 @@ def _run(tokenizer, seed: int) -> dict[str, dict]:
     saved = {}
     schedule = Schedule(steps=3, student_step=1, batch_size=2, warmup=1)
     draw = MathDemonstrations(tokenizer).draw
+
     def keep(name, model, _step):
         saved[name] = {k: v.clone() for k, v in model.state_dict().items()}
 
