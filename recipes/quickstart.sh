@@ -39,7 +39,7 @@ eval_before_s=$((SECONDS - t))
 
 echo "quickstart: training MAS-OPD with the tiny teacher (log: $run/train.log)"
 t=$SECONDS
-"$python" -m verl_masopd.train preset=cpu preset/tiny_world=math engines.placement=local \
+"$python" -m verl_masopd.train preset=tiny_world engines.placement=local workflow.domain=math \
   students.path="$STUDENT_MODEL" teacher.model_path="$TEACHER_MODEL" data.train_files="['$TRAIN_FILES']" \
   workflow.prompt_style="$MASOPD_PROMPT_STYLE" workflow.horizon=$horizon data.max_response_length=$max_new_tokens \
   trainer.default_local_dir="$run/checkpoints" hydra.run.dir="$run/hydra" "$@" > "$run/train.log" 2>&1 \

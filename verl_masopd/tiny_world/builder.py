@@ -53,7 +53,7 @@ class Recipe:
 
 
 RECIPES = {
-    "math": Recipe("math", seed=0, schedule=Schedule(steps=1200, student_step=300, batch_size=16, lr=3e-3)),
+    "math": Recipe("math", seed=0, schedule=Schedule(steps=3600, student_step=900, batch_size=8, lr=2e-3)),
 }
 
 
