@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     before, after = evaluation(args.before), evaluation(args.after)
     delta, se = rise(before, after)
-    text = f"{table(before, after)}\n\nrise of held-out team accuracy: {delta:+.3f} ± {se:.3f} ({delta / se:.1f} se)"
+    ratio = f" ({delta / se:.1f} se)" if se > 0 else ""
+    text = f"{table(before, after)}\n\nrise of held-out team accuracy: {delta:+.3f} ± {se:.3f}{ratio}"
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
