@@ -50,7 +50,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["verl_masopd", "verl_masopd.*", "data_prep", "data_prep.*"]),
-    package_data={"verl_masopd": ["config/*.yaml", "config/**/*.yaml"], "data_prep": ["*.md"]},
+    package_data={
+        "verl_masopd": ["config/*.yaml", "config/**/*.yaml", "tiny_world/weights/**/*"],
+        "data_prep": ["*.md"],
+    },
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={

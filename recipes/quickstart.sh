@@ -1,44 +1,61 @@
 #!/usr/bin/env bash
-# The main job on the embedded default, on CPU: sets up .venv/, builds the tiny offline student and
-# teacher and the built-in math problems into .cache/quickstart/ (once), trains MAS-OPD on the
-# Reasoner + Tool-User workflow for the CPU preset's steps, then evaluates the trained policies on
-# held-out built-in problems and prints the summary table. Extra arguments are Hydra overrides of
-# the training run. Each run replaces .cache/quickstart/run/.
-#
-# The engines run as Ray worker groups (engines.placement=ray, the path GPU runs take): measured on
-# 2 busy cores it fits the budget as well as engines in the driver process (README.md, "The main command").
+# The main job on the embedded default, on CPU, in the tiny world (verl_masopd/tiny_world): sets up
+# .venv/, checks the shipped tiny student and teacher against their manifest, writes the math
+# problems into .cache/quickstart/ (once), evaluates the student system on held-out problems,
+# trains MAS-OPD from it with the tiny teacher, evaluates the trained system on the same problems
+# and prints the before/after table (held-out team accuracy ± standard error, agreement, turns to
+# agreement, accuracy per ladder level) and the time of each part. Library output goes to the log
+# files under .cache/quickstart/run/ (replaced by each run). Extra arguments are Hydra overrides of
+# the training run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+started=$SECONDS
 bash "$root/scripts/setup_env.sh"
 python="$root/.venv/bin/python"
 cache="$root/.cache/quickstart"
 run="$cache/run"
-export VERL_PLATFORM=cpu RAY_AUTH_MODE=disabled TOKENIZERS_PARALLELISM=false
+export VERL_PLATFORM=cpu RAY_AUTH_MODE=disabled TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
 
-world="$(env -u STUDENT_MODEL -u TEACHER_MODEL -u TRAIN_FILES -u VAL_FILES \
+world="$(env -u STUDENT_MODEL -u TEACHER_MODEL -u TRAIN_FILES -u VAL_FILES -u MASOPD_PROMPT_STYLE \
   "$python" "$root/recipes/tiny_world.py" --cache "$cache" --domain math)"
 eval "$world"
 rm -rf "$run"
 mkdir -p "$run"
+setup_s=$((SECONDS - started))
 
-"$python" -m verl_masopd.train preset=cpu engines.placement=ray workflow.domain=math \
+horizon=2
+max_new_tokens=24
+evaluate() {  # evaluate NAME REASONER_MODEL TOOL_USER_MODEL
+  "$python" -m verl_masopd.eval --data "$VAL_FILES" --workflow mas --prompt-style "$MASOPD_PROMPT_STYLE" \
+    --horizon "$horizon" --max-new-tokens "$max_new_tokens" --batch-size 100 \
+    --model "$2" --role-model tool_user="$3" --out "$run/$1" > "$run/$1.log" 2>&1 \
+    || { echo "quickstart: evaluation failed, see $run/$1.log" >&2; exit 1; }
+}
+
+echo "quickstart: evaluating the student system on $(basename "$VAL_FILES") (log: $run/eval_before.log)"
+t=$SECONDS
+evaluate eval_before "$STUDENT_MODEL" "$STUDENT_MODEL"
+eval_before_s=$((SECONDS - t))
+
+echo "quickstart: training MAS-OPD with the tiny teacher (log: $run/train.log)"
+t=$SECONDS
+"$python" -m verl_masopd.train preset=tiny_world engines.placement=local workflow.domain=math \
   students.path="$STUDENT_MODEL" teacher.model_path="$TEACHER_MODEL" data.train_files="['$TRAIN_FILES']" \
-  trainer.default_local_dir="$run/checkpoints" \
-  hydra.run.dir="$run/hydra" "$@" 2>&1 | tee "$run/train.log"
-
+  workflow.prompt_style="$MASOPD_PROMPT_STYLE" workflow.horizon=$horizon data.max_response_length=$max_new_tokens \
+  trainer.default_local_dir="$run/checkpoints" hydra.run.dir="$run/hydra" "$@" > "$run/train.log" 2>&1 \
+  || { echo "quickstart: training failed, see $run/train.log" >&2; exit 1; }
+train_s=$((SECONDS - t))
 step="$(cat "$run/checkpoints/latest_checkpointed_iteration.txt")"
 trained="$run/checkpoints/global_step_$step"
-# The run's own horizon and response budget (the preset's unless overridden)
-settings="$("$python" -c 'import sys, yaml; c = yaml.safe_load(open(sys.argv[1]))
-print(c["workflow"]["horizon"], c["data"]["max_response_length"])' "$trained/config.yaml")"
-read -r horizon max_new_tokens <<< "$settings"
-echo
-echo "quickstart: trained $step steps"
-echo "  checkpoints  $trained (policy_*/huggingface: each policy in Hugging Face format)"
-echo "  logs         $run/train.log, TensorBoard $run/checkpoints/tensorboard, Hydra $run/hydra"
-echo "quickstart: evaluating on $(basename "$VAL_FILES") (evaluation sampling, horizon $horizon)"
 
-"$python" -m verl_masopd.eval --data "$VAL_FILES" --workflow mas --horizon "$horizon" \
-  --model "$trained/policy_reasoner/huggingface" --role-model tool_user="$trained/policy_tool_user/huggingface" \
-  --max-new-tokens "$max_new_tokens" --out "$run/eval"
-echo "quickstart: evaluation records and summary in $run/eval"
+echo "quickstart: evaluating the trained system ($step steps; checkpoints in $trained)"
+t=$SECONDS
+evaluate eval_after "$trained/policy_reasoner/huggingface" "$trained/policy_tool_user/huggingface"
+eval_after_s=$((SECONDS - t))
+
+echo
+"$python" -m verl_masopd.tiny_world.report "$run/eval_before" "$run/eval_after" --out "$run"
+echo
+echo "quickstart: set-up ${setup_s}s, evaluation before ${eval_before_s}s, training ${train_s}s," \
+  "evaluation after ${eval_after_s}s, total $((SECONDS - started))s"
+echo "quickstart: logs, evaluation records and TensorBoard under $run"

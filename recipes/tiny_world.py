@@ -1,14 +1,16 @@
-"""The tiny offline world of the recipes' CPU mode: tiny student and teacher, built-in data.
+"""The tiny world of the recipes' CPU mode and the quickstart: shipped tiny models, generated problems.
 
     eval "$(python recipes/tiny_world.py --cache DIR --domain math)"
 
-Builds, once per cache folder (idempotent; the models are rebuilt only when their builder
-changes), and prints shell `export` lines for the recipe's variables:
-  STUDENT_MODEL  the ~0.9M-parameter Qwen3 student (seed 0)
-  TEACHER_MODEL  the ~10M-parameter Qwen3 teacher (seed 1) with the student's tokenizer
-  TRAIN_FILES    the first --train built-in problems of --domain
-  VAL_FILES      the next --heldout built-in problems, never seen in training
-A variable already set in the environment wins: nothing is built for it and it is not printed.
+Prints shell `export` lines for the recipe's variables:
+  STUDENT_MODEL        math: the shipped student (an early checkpoint of the teacher's pretraining);
+                       code: the ~0.9M-parameter untrained tiny model (seed 0)
+  TEACHER_MODEL        math: the shipped tiny teacher; code: the ~10M-parameter untrained tiny model
+  TRAIN_FILES          math: the first --train problems of the tiny world's ladder; code: built-in problems
+  VAL_FILES            the next --heldout problems, never seen in training
+  MASOPD_PROMPT_STYLE  the workflow.prompt_style the models were built for (compact / paper)
+Shipped models are checked against their manifest first (a mismatch stops with the file named and
+the rebuild command). A variable already set in the environment wins: it is not printed.
 """
 
 from __future__ import annotations
@@ -16,19 +18,20 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from data_prep.builtin import builtin_rows
 from data_prep.writer import write_rows
 from verl_masopd.tiny_models import cached_model
+from verl_masopd.tiny_world import world
+from verl_masopd.tiny_world.weights import WeightsError
+
+TINY_WORLD_DOMAINS = ("math",)
 
 
-def ensure_data(folder: Path, domain: str, train: int, heldout: int) -> tuple[Path, Path]:
-    """`<domain>_train<train>.parquet` and `<domain>_heldout<heldout>_from<train>.parquet` under `folder`.
-
-    Built-in problem i depends only on i, so problems [0, train) train and [train, train + heldout)
-    are held out.
-    """
+def builtin_data(folder: Path, domain: str, train: int, heldout: int) -> tuple[Path, Path]:
+    """Built-in problems [0, train) and [train, train + heldout) of `domain` (data_prep.builtin)."""
     train_file = folder / f"{domain}_train{train}.parquet"
     heldout_file = folder / f"{domain}_heldout{heldout}_from{train}.parquet"
     rows = None
@@ -39,31 +42,44 @@ def ensure_data(folder: Path, domain: str, train: int, heldout: int) -> tuple[Pa
     return train_file, heldout_file
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", required=True, help="cache folder (models/ and data/ are made in it)")
-    parser.add_argument("--domain", required=True, choices=("code", "math"))
-    parser.add_argument("--train", type=int, default=16, help="training problems (default 16)")
-    parser.add_argument("--heldout", type=int, default=8, help="held-out problems (default 8)")
-    args = parser.parse_args(argv)
-    cache = Path(args.cache).resolve()
-    builders = {
-        "STUDENT_MODEL": lambda: cached_model(cache / "models", size="tiny", seed=0),
-        "TEACHER_MODEL": lambda: cached_model(cache / "models", size="small", seed=1),
+def world_exports(cache: Path, domain: str, train: int, heldout: int) -> dict[str, str]:
+    if domain in TINY_WORLD_DOMAINS:
+        paths = world.models(domain)
+        train_file, heldout_file = world.ensure_data(cache / "data", domain, train, heldout)
+        return {
+            "STUDENT_MODEL": paths["student"],
+            "TEACHER_MODEL": paths["teacher"],
+            "TRAIN_FILES": str(train_file),
+            "VAL_FILES": str(heldout_file),
+            "MASOPD_PROMPT_STYLE": world.PROMPT_STYLE,
+        }
+    train_file, heldout_file = builtin_data(cache / "data", domain, train, heldout)
+    return {
+        "STUDENT_MODEL": cached_model(cache / "models", size="tiny", seed=0),
+        "TEACHER_MODEL": cached_model(cache / "models", size="small", seed=1),
+        "TRAIN_FILES": str(train_file),
+        "VAL_FILES": str(heldout_file),
+        "MASOPD_PROMPT_STYLE": "paper",
     }
-    exports = {name: build() for name, build in builders.items() if not os.environ.get(name)}
-    if not (os.environ.get("TRAIN_FILES") and os.environ.get("VAL_FILES")):
-        train_file, heldout_file = ensure_data(cache / "data", args.domain, args.train, args.heldout)
-        exports.update(
-            {
-                name: str(path)
-                for name, path in (("TRAIN_FILES", train_file), ("VAL_FILES", heldout_file))
-                if not os.environ.get(name)
-            }
-        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", required=True, help="cache folder (data/ and models/ are made in it)")
+    parser.add_argument("--domain", required=True, choices=("code", "math"))
+    parser.add_argument("--train", type=int, default=512, help="training problems (default 512)")
+    parser.add_argument("--heldout", type=int, default=400, help="held-out problems (default 400)")
+    args = parser.parse_args(argv)
+    try:
+        exports = world_exports(Path(args.cache).resolve(), args.domain, args.train, args.heldout)
+    except WeightsError as e:
+        print(f"recipes/tiny_world.py: {e}", file=sys.stderr)
+        return 1
     for name, value in exports.items():
-        print(f"export {name}={shlex.quote(value)}")
+        if not os.environ.get(name):
+            print(f"export {name}={shlex.quote(value)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

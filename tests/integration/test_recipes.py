@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from verl_masopd.config import compose_config
@@ -112,8 +113,9 @@ def test_baseline_recipe_composes_its_estimator(name, tiny_model_path, tiny_teac
 
 
 def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
-    """MASOPD_CPU=1 with the test's cached models: the recipe builds the built-in data into its cache
-    (16 training problems, 8 held out) and one MAS-OPD step changes both policies."""
+    """MASOPD_CPU=1 with the test's cached models: the recipe writes the tiny world's math problems into
+    its cache (512 training problems, 400 held out, disjoint) and one MAS-OPD step with the compact
+    prompts changes both policies."""
     cache, checkpoints = tmp_path / "cache", tmp_path / "checkpoints"
     result = recipe(
         "masopd_math.sh",
@@ -130,13 +132,16 @@ def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
-    train = pd.read_parquet(cache / "data" / "math_train16.parquet")
-    heldout = pd.read_parquet(cache / "data" / "math_heldout8_from16.parquet")
-    assert (len(train), len(heldout)) == (16, 8)
+    train = pd.read_parquet(cache / "data" / "tiny_math_train512.parquet")
+    heldout = pd.read_parquet(cache / "data" / "tiny_math_heldout400.parquet")
+    assert (len(train), len(heldout)) == (512, 400)
     assert not set(train.extra_info.map(lambda e: e["id"])) & set(heldout.extra_info.map(lambda e: e["id"]))
     assert not (cache / "models").exists()
 
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
+    assert yaml.safe_load((checkpoints / "global_step_1" / "config.yaml").read_text())["workflow"]["prompt_style"] == (
+        "compact"
+    )
     initial = load_file(Path(tiny_model_path) / "model.safetensors")
     for policy in ("reasoner", "tool_user"):
         trained = load_file(checkpoints / "global_step_1" / f"policy_{policy}" / "huggingface" / "model.safetensors")

@@ -282,3 +282,12 @@ def test_missing_data_files_are_named(cpu_cfg, tmp_path, train_file):
     assert "data.train_files" in error_of(with_values(cpu_cfg, data__train_files=[train_file, missing]))
     assert missing in error_of(with_values(cpu_cfg, data__val_files=missing))
     assert "data.train_files" in error_of(with_values(cpu_cfg, data__train_files=[]))
+
+
+def test_the_prompt_style_is_validated(cpu_cfg):
+    assert "workflow.prompt_style: must be one of ('paper', 'compact'), got 'terse'" in error_of(
+        with_values(cpu_cfg, workflow__prompt_style="terse")
+    )
+    assert "workflow.options.prompt_style: use workflow.prompt_style" in error_of(
+        with_values(cpu_cfg, workflow__options={"prompt_style": "compact"})
+    )

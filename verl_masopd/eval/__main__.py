@@ -1,7 +1,7 @@
 """Evaluate frozen policies on a parquet file of problems.
 
   python -m verl_masopd.eval --data X.parquet --model PATH [--role-model coder=PATH ...]
-      --workflow mas|sa --horizon 4 --k 1 --out DIR
+      --workflow mas|sa --horizon 4 --k 1 [--prompt-style paper|compact] --out DIR
 
 Models are HF checkpoints given by path (every role uses --model unless --role-model names
 another; the tokenizer is --model's). Sampling defaults are METHOD.md's evaluation settings
@@ -39,6 +39,7 @@ from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
+from verl_masopd.workflows.prompted import PAPER, PROMPT_STYLES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,11 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
     p.add_argument("--horizon", type=count, default=4)
+    p.add_argument("--prompt-style", choices=PROMPT_STYLES, default=PAPER, help="the workflow's prompt texts")
     p.add_argument("--agents-per-role", type=count, default=1)
     p.add_argument(
         "--context-layout",
         choices=("role_first", "role_last"),
-        default="role_last",
+        default="role_first",
         help="where the role instruction goes; use the layout the model was trained with (workflow.context_layout)",
     )
     p.add_argument("--k", type=count, default=1, help="episodes per problem")
@@ -132,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         problems = load_problems(args.data, args.limit)
-        workflow = make_workflow(args.workflow, problems[0].domain, args.agents_per_role, args.horizon)
+        workflow = make_workflow(
+            args.workflow, problems[0].domain, args.agents_per_role, args.horizon, prompt_style=args.prompt_style
+        )
         paths = role_paths(workflow, args.model, args.role_model, args.swap_roles)
         if args.teacher and len(workflow.roles) < 2:
             raise ValueError(f"--teacher: the {args.workflow!r} workflow has one role, no contrasting role to score")

@@ -35,6 +35,7 @@ from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Workflow
+from verl_masopd.workflows.prompted import PROMPT_STYLES
 
 PAC_ATTRIBUTIONS = ("rules", "model")
 REWARD_SECTION = "reward"
@@ -74,7 +75,8 @@ class WorkflowSection:
     horizon: int
     policy_sharing: str
     exec_timeout_s: ExecTimeouts
-    context_layout: str = "role_last"
+    context_layout: str = "role_first"
+    prompt_style: str = "paper"
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -88,6 +90,8 @@ class WorkflowSection:
         )
         _at_least("workflow.horizon", self.horizon, 1)
         _require("timeout" not in self.options, "workflow.options.timeout", "use workflow.exec_timeout_s.<domain>")
+        _require("prompt_style" not in self.options, "workflow.options.prompt_style", "use workflow.prompt_style")
+        _one_of("workflow.prompt_style", self.prompt_style, PROMPT_STYLES)
         for domain in ("code", "math"):
             seconds = getattr(self.exec_timeout_s, domain)
             _require(seconds > 0, f"workflow.exec_timeout_s.{domain}", f"must be > 0 seconds, got {seconds}")
@@ -159,7 +163,9 @@ class RunConfig:
 def build_workflow(w: WorkflowSection) -> Workflow:
     """The workflow the section describes, with the execution timeout of its domain."""
     timeout = getattr(w.exec_timeout_s, w.domain)
-    return make_workflow(w.name, w.domain, w.agents_per_role, w.horizon, timeout=timeout, **w.options)
+    return make_workflow(
+        w.name, w.domain, w.agents_per_role, w.horizon, timeout=timeout, prompt_style=w.prompt_style, **w.options
+    )
 
 
 def validate_config(cfg: DictConfig) -> RunConfig:

@@ -24,7 +24,7 @@ from verl_masopd.workflows.consensus import majority
 from verl_masopd.workflows.execution import JobBatch, failure, program_output
 from verl_masopd.workflows.parsing import shown, unusable_reason
 from verl_masopd.workflows.problem import MATH, Problem
-from verl_masopd.workflows.prompted import PromptedWorkflow, parse_program
+from verl_masopd.workflows.prompted import COMPACT, PromptedWorkflow, parse_program
 
 REASONER, TOOL_USER = "reasoner", "tool_user"
 
@@ -37,6 +37,13 @@ TOOL_USER_INSTRUCTION = """You are the Tool-User in a team of two roles, Reasone
 Solve the problem by writing a Python 3 program that computes the answer and prints only the final answer.
 After each turn you see what your program printed and the Reasoner's latest answer. When your answers disagree, decide who is wrong: fix your program if it is wrong, keep it if it is right.
 End your reply with your complete program in one ```python block. Only the last ```python block of your reply is run."""
+
+# workflow.prompt_style=compact: the same roles and formats, tersely; after a disagreement the
+# reply states its decision first (hold or revise), then the answer.
+COMPACT_REASONER_INSTRUCTION = "Reasoner. Answer as #### n. After a disagreement say hold or revise first."
+COMPACT_TOOL_USER_INSTRUCTION = (
+    "Tool-User. Write a ```python program that prints the answer. After a disagreement say hold or revise first."
+)
 
 
 def parse_answer(agent: Agent, text: str) -> Action:
@@ -117,6 +124,7 @@ class MathWorkflow(MathDomainWorkflow):
     name = "mas"
     roles = (REASONER, TOOL_USER)
     instructions = {REASONER: REASONER_INSTRUCTION, TOOL_USER: TOOL_USER_INSTRUCTION}
+    compact_instructions = {REASONER: COMPACT_REASONER_INSTRUCTION, TOOL_USER: COMPACT_TOOL_USER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_answer(agent, text) if agent.role == REASONER else parse_program(agent, text)
@@ -144,11 +152,13 @@ class MathWorkflow(MathDomainWorkflow):
             for u in tool_users
         ]
         agreed = all(p["agree"] for p in pairs)
-        report = self._report(agents, actions, agreed)
+        report = self.report(agents, actions, agreed)
         return self.record(episode, actions, report, agreed, {"agents": agents, "pairs": pairs})
 
-    def _report(self, agents: dict, actions: dict[str, Action], agreed: bool) -> str:
+    def report(self, agents: dict, actions: dict[str, Action], agreed: bool) -> str:
         """What every agent sees next turn: every answer, every program's output or error."""
+        if self.prompt_style == COMPACT:
+            return _compact_report(agents, self.agents_of(REASONER), self.agents_of(TOOL_USER), agreed)
         lines = []
         for r in self.agents_of(REASONER):
             answer = agents[r.name]["answer"]
@@ -176,6 +186,19 @@ class MathWorkflow(MathDomainWorkflow):
                 lines.append("No answer could be read from its output.")
         lines.append("All answers agree." if agreed else "The answers disagree.")
         return "\n".join(lines)
+
+
+def _compact_report(agents: dict, reasoners: list[Agent], tool_users: list[Agent], agreed: bool) -> str:
+    """The report in one line: each Reasoner's answer, each program's answer or failure, agree or not."""
+    parts = [f"{r.name} {_terse(agents[r.name]['answer'])}" for r in reasoners]
+    for u in tool_users:
+        ev = agents[u.name]
+        parts.append(f"{u.name} failed" if ev["failure"] is not None else f"{u.name} {_terse(ev['answer'])}")
+    return ", ".join(parts) + (", agree" if agreed else ", disagree")
+
+
+def _terse(answer: str | None) -> str:
+    return "none" if answer is None else shown(answer, 40)
 
 
 def _equivalent(a: str | None, b: str | None) -> bool:

@@ -9,6 +9,12 @@ Prompt of agent a at turn t (Qwen3 chat messages, rebuilt every turn):
   system: the instruction of a's role (or of `role` when rendering for a teacher's role condition)
   user:   the problem; then, for t > 0, a's own output at t−1, the other role's outputs at t−1 and
           the execution report of turn t−1 (sections without content are left out).
+
+Prompt styles (`prompt_style`, config key `workflow.prompt_style`): "paper" renders the paper's
+instructions and markdown sections; "compact" renders the same sections with terse role
+instructions (`compact_instructions`) and one-word labels, so that a turn's whole context of a
+small problem stays within about 200 tokens (the tiny world's models). Roles, history, parsing,
+agreement, verifier and rewards are the same in both.
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from verl_masopd.workflows.parsing import PYTHON_TAGS, last_block, shown
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.rewards import local_reward, resolve_weights
 
+PAPER, COMPACT = "paper", "compact"
+PROMPT_STYLES = (PAPER, COMPACT)
+
 
 class PromptedWorkflow(Workflow):
     instructions: ClassVar[dict[str, str]]
+    compact_instructions: ClassVar[dict[str, str]] = {}
     default_timeout: ClassVar[float]
 
     def __init__(
@@ -34,8 +44,14 @@ class PromptedWorkflow(Workflow):
         timeout: float | None = None,
         reward_weights: dict | None = None,
         shown_chars: int = 4000,
+        prompt_style: str = PAPER,
     ):
         super().__init__(agents_per_role, horizon)
+        if prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"workflow.prompt_style must be one of {list(PROMPT_STYLES)}, got {prompt_style!r}")
+        if prompt_style == COMPACT and not self.compact_instructions:
+            raise ValueError(f"workflow.prompt_style: workflow {self.name!r} ({self.domain}) has no compact prompts")
+        self.prompt_style = prompt_style
         self.timeout = float(timeout if timeout is not None else self.default_timeout)
         if self.timeout <= 0:
             raise ValueError(f"workflow.timeout must be > 0 seconds, got {timeout}")
@@ -52,20 +68,26 @@ class PromptedWorkflow(Workflow):
 
     def render(self, episode: Episode, agent: Agent, turn: int, role: str | None = None) -> list[dict]:
         role = role or agent.role
-        if role not in self.instructions:
+        instructions = self.compact_instructions if self.prompt_style == COMPACT else self.instructions
+        if role not in instructions:
             raise ValueError(f"workflow {self.name!r} ({self.domain}) has no role {role!r}; roles: {self.roles}")
         if not 0 <= turn <= len(episode.turns):
             raise ValueError(f"cannot render turn {turn} of an episode with {len(episode.turns)} turns")
-        sections = [("Problem", self.problem_text(episode.problem))]
+        compact = self.prompt_style == COMPACT
+        sections = [("Q" if compact else "Problem", self.problem_text(episode.problem))]
         if turn > 0:
             previous = episode.turns[turn - 1]
-            sections.append(("Your previous output", self._shown(previous.actions[agent.name])))
+            sections.append(("You" if compact else "Your previous output", self._shown(previous.actions[agent.name])))
             for other in self.agents:
                 if other.role != agent.role:
-                    sections.append((f"Latest output of {other.name}", self._shown(previous.actions[other.name])))
-            sections.append(("Execution report", previous.report))
-        user = "\n\n".join(f"## {title}\n{body}" for title, body in sections if body)
-        return [{"role": "system", "content": self.instructions[role]}, {"role": "user", "content": user}]
+                    title = other.name if compact else f"Latest output of {other.name}"
+                    sections.append((title, self._shown(previous.actions[other.name])))
+            sections.append(("Report" if compact else "Execution report", previous.report))
+        if compact:
+            user = "\n".join(f"{title}: {body}" for title, body in sections if body)
+        else:
+            user = "\n\n".join(f"## {title}\n{body}" for title, body in sections if body)
+        return [{"role": "system", "content": instructions[role]}, {"role": "user", "content": user}]
 
     def judge(self, episode: Episode) -> Judgement:
         if not episode.turns:

@@ -21,7 +21,13 @@ from verl_masopd.verify import math_equal
 from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Turn
 from verl_masopd.workflows.code import CODER, CodeDomainWorkflow, coder_evidence
 from verl_masopd.workflows.execution import JobBatch, output_signature, runnable
-from verl_masopd.workflows.math import REASONER, MathDomainWorkflow, parse_answer, reasoner_evidence
+from verl_masopd.workflows.math import (
+    COMPACT_REASONER_INSTRUCTION,
+    REASONER,
+    MathDomainWorkflow,
+    parse_answer,
+    reasoner_evidence,
+)
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PromptedWorkflow, parse_program
 
@@ -108,6 +114,7 @@ class SingleAgentCodeWorkflow(SingleAgentWorkflow, CodeDomainWorkflow):
 class SingleAgentMathWorkflow(SingleAgentWorkflow, MathDomainWorkflow):
     roles = (REASONER,)
     instructions = {REASONER: SA_REASONER_INSTRUCTION}
+    compact_instructions = {REASONER: COMPACT_REASONER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_answer(agent, text)

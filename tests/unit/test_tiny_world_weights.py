@@ -1,0 +1,88 @@
+"""The tiny world's weights: pretraining is deterministic, a build is renamed into place whole,
+and shipped weights are checked against their manifest and builder (a mismatch names the file and
+the rebuild command)."""
+
+import json
+
+import pytest
+import torch
+
+from verl_masopd.tiny_world import world
+from verl_masopd.tiny_world.builder import recipe
+from verl_masopd.tiny_world.demos import MathDemonstrations
+from verl_masopd.tiny_world.pretrain import Schedule, pretrain
+from verl_masopd.tiny_world.weights import MANIFEST, WeightsError, install, verified_models, write_manifest
+
+REBUILD = "python -m verl_masopd.tiny_world build --domain math"
+
+
+def _run(tokenizer, seed: int) -> dict[str, dict]:
+    saved = {}
+    schedule = Schedule(steps=3, student_step=1, batch_size=2, warmup=1)
+    draw = MathDemonstrations(tokenizer).draw
+
+    def keep(name, model, _step):
+        saved[name] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    losses = pretrain(tokenizer, draw, schedule, seed, keep)
+    return saved, losses
+
+
+def test_pretraining_is_deterministic_and_the_student_is_an_earlier_state(tiny_tokenizer):
+    first, losses = _run(tiny_tokenizer, 0)
+    again, losses_again = _run(tiny_tokenizer, 0)
+    assert losses == losses_again and len(losses) == 3
+    for name in ("student", "teacher"):
+        assert all(torch.equal(first[name][k], again[name][k]) for k in first[name])
+    assert any(not torch.equal(first["student"][k], first["teacher"][k]) for k in first["teacher"])
+
+
+def _models(folder):
+    for name, text in (("student", "s"), ("teacher", "t")):
+        (folder / name / "sub").mkdir(parents=True)
+        (folder / name / "config.json").write_text(json.dumps({"name": name}))
+        (folder / name / "sub" / "weights.bin").write_text(text * 100)
+
+
+def test_the_manifest_check_names_the_file_and_the_rebuild_command(tmp_path):
+    _models(tmp_path / "math")
+    write_manifest(tmp_path / "math", {"builder": "b1", "command": REBUILD})
+    paths = verified_models("math", "b1", root=tmp_path)
+    assert paths == {"student": str(tmp_path / "math" / "student"), "teacher": str(tmp_path / "math" / "teacher")}
+
+    with pytest.raises(WeightsError, match="built by builder b1, but this code's builder is b2") as info:
+        verified_models("math", "b2", root=tmp_path)
+    assert REBUILD in str(info.value)
+
+    tampered = tmp_path / "math" / "teacher" / "sub" / "weights.bin"
+    tampered.write_text("x" * 100)
+    with pytest.raises(WeightsError) as info:
+        verified_models("math", "b1", root=tmp_path)
+    assert str(tampered) in str(info.value) and "sha256" in str(info.value) and REBUILD in str(info.value)
+
+    tampered.unlink()
+    with pytest.raises(WeightsError, match="missing"):
+        verified_models("math", "b1", root=tmp_path)
+    (tmp_path / "math" / MANIFEST).unlink()
+    with pytest.raises(WeightsError, match="no tiny-world weights"):
+        verified_models("math", "b1", root=tmp_path)
+
+
+def test_install_replaces_the_target_whole(tmp_path):
+    target, staging = tmp_path / "math", tmp_path / ".math-build"
+    (target / "old").mkdir(parents=True)
+    (staging / "new").mkdir(parents=True)
+    install(staging, target)
+    assert sorted(p.name for p in target.iterdir()) == ["new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["math"]
+
+
+def test_the_shipped_math_weights_match_their_manifest_and_this_builder():
+    paths = world.models("math")
+    manifest = json.loads((world.verified_models.__globals__["WEIGHTS"] / "math" / MANIFEST).read_text())
+    assert manifest["builder"] == recipe("math").fingerprint()
+    assert manifest["steps"] == {
+        "student": recipe("math").schedule.student_step,
+        "teacher": recipe("math").schedule.steps,
+    }
+    assert set(paths) == {"student", "teacher"}

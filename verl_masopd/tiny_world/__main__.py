@@ -1,0 +1,95 @@
+"""The tiny world's command line.
+
+    python -m verl_masopd.tiny_world build --domain math [--out DIR] [--snapshots DIR --snapshot-every N]
+    python -m verl_masopd.tiny_world check --domain math
+
+`build` pretrains the domain's teacher and student (pretrain.py) and writes them with their
+manifest into the shipped weights folder (or --out), through a temporary folder renamed into
+place. `check` verifies shipped weights against their manifest and this code's builder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from verl_masopd.tiny_models import build_tokenizer
+from verl_masopd.tiny_world.builder import RECIPES, recipe
+from verl_masopd.tiny_world.pretrain import pretrain
+from verl_masopd.tiny_world.weights import (
+    WEIGHTS,
+    WeightsError,
+    install,
+    rebuild_command,
+    verified_models,
+    write_manifest,
+)
+
+
+def build(domain: str, out: Path, snapshots: Path | None = None, snapshot_every: int = 0) -> dict:
+    r = recipe(domain)
+    tokenizer = build_tokenizer()
+    target = out / domain
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{domain}-build-", dir=target.parent))
+    steps = {}
+
+    def save(name: str, model, step: int) -> None:
+        folder = staging / name if name in ("student", "teacher") else snapshots / name
+        model.save_pretrained(str(folder))
+        tokenizer.save_pretrained(str(folder))
+        steps[name] = step
+
+    start = time.perf_counter()
+    losses = pretrain(
+        tokenizer,
+        r.demonstrations(tokenizer).draw,
+        r.schedule,
+        r.seed,
+        save,
+        r.size,
+        snapshot_every if snapshots else 0,
+    )
+    record = {
+        "builder": r.fingerprint(tokenizer),
+        "command": rebuild_command(domain),
+        "domain": domain,
+        "seed": r.seed,
+        "steps": {"student": steps["student"], "teacher": steps["teacher"]},
+        "final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
+        "build_seconds": round(time.perf_counter() - start, 1),
+    }
+    write_manifest(staging, record)
+    install(staging, target)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_masopd.tiny_world", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_parser = commands.add_parser("build", help="pretrain a domain's teacher and student")
+    build_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
+    build_parser.add_argument("--out", type=Path, default=WEIGHTS, help=f"weights root (default {WEIGHTS})")
+    build_parser.add_argument("--snapshots", type=Path, help="also save the model every --snapshot-every steps here")
+    build_parser.add_argument("--snapshot-every", type=int, default=100)
+    check_parser = commands.add_parser("check", help="verify shipped weights against their manifest")
+    check_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(json.dumps(build(args.domain, args.out, args.snapshots, args.snapshot_every), indent=2))
+        return 0
+    try:
+        paths = verified_models(args.domain, recipe(args.domain).fingerprint())
+    except WeightsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(paths, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

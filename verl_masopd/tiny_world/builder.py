@@ -1,0 +1,63 @@
+"""What builds one domain's tiny-world models: its demonstrations, schedule and seed, and the
+builder fingerprint that ties shipped weights to them.
+
+The fingerprint is the sha256 of the model size and its config, the schedule, the seed and the
+token ids of the first demonstration batches the run draws: any change to the task family, the
+compact prompts, the report, the privileged block, the tokenizer or the schedule changes it,
+and the shipped weights then stop the run until rebuilt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+
+from verl_masopd.tiny_models import build_tokenizer
+from verl_masopd.tiny_world.demos import MathDemonstrations
+from verl_masopd.tiny_world.pretrain import WORLD_SIZE, Schedule, collate
+
+FINGERPRINT_BATCHES = 2
+
+
+@dataclass(frozen=True)
+class Recipe:
+    domain: str
+    seed: int
+    schedule: Schedule
+    size: dict = dataclasses.field(default_factory=lambda: dict(WORLD_SIZE))
+
+    def demonstrations(self, tokenizer):
+        if self.domain == "math":
+            return MathDemonstrations(tokenizer)
+        raise ValueError(f"no tiny-world recipe for domain {self.domain!r}")
+
+    def fingerprint(self, tokenizer=None) -> str:
+        tokenizer = tokenizer or build_tokenizer()
+        draw = self.demonstrations(tokenizer).draw
+        rng = random.Random(self.seed)
+        digest = hashlib.sha256()
+        settings = {
+            "domain": self.domain,
+            "seed": self.seed,
+            "size": self.size,
+            "schedule": dataclasses.asdict(self.schedule),
+        }
+        digest.update(json.dumps(settings, sort_keys=True).encode())
+        for _ in range(FINGERPRINT_BATCHES):
+            batch = collate(tokenizer, [draw(rng) for _ in range(self.schedule.batch_size)])
+            digest.update(json.dumps(batch["input_ids"].tolist()).encode())
+        return digest.hexdigest()[:16]
+
+
+RECIPES = {
+    "math": Recipe("math", seed=0, schedule=Schedule(steps=3600, student_step=900, batch_size=8, lr=2e-3)),
+}
+
+
+def recipe(domain: str) -> Recipe:
+    if domain not in RECIPES:
+        raise ValueError(f"no tiny-world models for domain {domain!r} (known: {sorted(RECIPES)})")
+    return RECIPES[domain]
