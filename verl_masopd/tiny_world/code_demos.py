@@ -39,6 +39,7 @@ TRIES = 32
 
 @dataclass(frozen=True)
 class Demonstration:
+    task: CodeTask
     messages: list[dict]
     reply: str
 
@@ -106,8 +107,8 @@ class CodeDemonstrations:
             confused = agent.role == CODER and rng.random() < self.role_confusion
             if agent.role == TESTER or confused:
                 line = random_input(t.family.kind, rng, small=True)
-                return Demonstration(messages, tester_reply(line, t.output(line)))
-            return Demonstration(messages, coder_reply(right))
+                return Demonstration(t, messages, tester_reply(line, t.output(line)))
+            return Demonstration(t, messages, coder_reply(right))
         first = self._first_turn(episode, t, rng)
         if rng.random() < PRIVILEGED_SHARE:
             attribution = self.workflow.attribute(episode, 0)
@@ -120,7 +121,7 @@ class CodeDemonstrations:
         else:
             line, declared = output
             reply = tester_reply(line, declared if was_right else t.output(line))
-        return Demonstration(messages, f"{HOLD if was_right else REVISE}\n{reply}")
+        return Demonstration(t, messages, f"{HOLD if was_right else REVISE}\n{reply}")
 
     def _first_turn(self, episode: Episode, t: CodeTask, rng: random.Random) -> dict:
         """Record a first turn that ended in a disagreement; per agent (right, its output)."""
