@@ -5,7 +5,7 @@ next to the build's time and pretraining speed from the weights' manifest.
 Usage: python benchmarks/calibrate_tiny_world.py --domain code [--heldout 200] [--horizon 2]
            [--max-new-tokens 80] [--model NAME=PATH ...]
 --model evaluates other checkpoints (e.g. pretraining snapshots) instead of the shipped pair.
-Writes benchmarks/results/tiny_world_<domain>_calibration.json and prints it.
+Writes benchmarks/results/tiny_world_<domain>_calibration[_<NAME>...].json and prints it.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def main() -> None:
             "final_loss": manifest["final_loss"],
         }
     report["systems"] = {name: evaluate(heldout, path, work / name, args) for name, path in models.items()}
-    save_result(f"tiny_world_{args.domain}_calibration" + ("_snapshots" if args.model else ""), report)
+    suffix = "".join(f"_{name}" for name in models) if args.model else ""
+    save_result(f"tiny_world_{args.domain}_calibration{suffix}", report)
 
 
 if __name__ == "__main__":
