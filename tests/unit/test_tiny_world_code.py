@@ -4,16 +4,22 @@ tests in the sandbox, the compact contexts stay short, and the demonstrations' s
 turns are what the real workflow step produces, deciding as the verdicts say."""
 
 import random
+import shutil
+from pathlib import Path
+
+import pytest
 
 from data_prep.check_solutions import check_solutions
 from data_prep.schema import read_problems
 from data_prep.writer import write_rows
 from verl_masopd.chat import encode_messages
 from verl_masopd.sandbox import run_many
+from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations, Program, wrong_program
 from verl_masopd.tiny_world.code_tasks import FAMILIES, GOLDEN_TESTS, code_rows, task
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START
-from verl_masopd.tiny_world.world import ensure_data
+from verl_masopd.tiny_world.weights import WEIGHTS, WeightsError, rebuild_command, verified_models
+from verl_masopd.tiny_world.world import ensure_data, models
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.code import CodeWorkflow
 from verl_masopd.workflows.problem import Problem
@@ -160,3 +166,17 @@ def test_simulated_program_outputs_are_what_the_sandbox_prints():
                 expected.append(program.run(case.input.strip()))
     results = run_many(jobs, timeout=10.0)
     assert [r.stdout.strip() for r in results] == expected
+
+
+def test_the_shipped_code_weights_match_their_manifest_and_builder(tmp_path):
+    paths = models("code")
+    assert Path(paths["teacher"]).parent == WEIGHTS / "code"
+    copy = tmp_path / "code"
+    shutil.copytree(WEIGHTS / "code", copy)
+    weights = copy / "student" / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(WeightsError, match=f"{weights}: sha256 does not match .*{rebuild_command('code')}"):
+        verified_models("code", recipe("code").fingerprint(), root=tmp_path)
+    with pytest.raises(WeightsError, match="but this code's builder is"):
+        verified_models("code", "0" * 16)

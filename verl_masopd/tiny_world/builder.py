@@ -57,7 +57,7 @@ class Recipe:
 
 RECIPES = {
     "math": Recipe("math", seed=0, schedule=Schedule(steps=1200, student_step=300, batch_size=16, lr=3e-3)),
-    "code": Recipe("code", seed=0, schedule=Schedule(steps=600, student_step=150, batch_size=16, lr=3e-3)),
+    "code": Recipe("code", seed=0, schedule=Schedule(steps=600, student_step=200, batch_size=16, lr=3e-3)),
 }
 
 
