@@ -3,12 +3,12 @@
     eval "$(python recipes/tiny_world.py --cache DIR --domain math)"
 
 Prints shell `export` lines for the recipe's variables:
-  STUDENT_MODEL        math: the shipped student (an early checkpoint of the teacher's pretraining);
-                       code: the ~0.9M-parameter untrained tiny model (seed 0)
-  TEACHER_MODEL        math: the shipped tiny teacher; code: the ~10M-parameter untrained tiny model
-  TRAIN_FILES          math: the first --train problems of the tiny world's ladder; code: built-in problems
+  STUDENT_MODEL        the domain's shipped student (an early checkpoint of the teacher's pretraining)
+  TEACHER_MODEL        the domain's shipped tiny teacher
+  TRAIN_FILES          the first --train problems of the domain's task family (math: the arithmetic
+                       ladder; code: templated stdin problems)
   VAL_FILES            the next --heldout problems, never seen in training
-  MASOPD_PROMPT_STYLE  the workflow.prompt_style the models were built for (compact / paper)
+  MASOPD_PROMPT_STYLE  the workflow.prompt_style the models were built for (compact)
 Shipped models are checked against their manifest first (a mismatch stops with the file named and
 the rebuild command). A variable already set in the environment wins: it is not printed.
 """
@@ -21,45 +21,19 @@ import shlex
 import sys
 from pathlib import Path
 
-from data_prep.builtin import builtin_rows
-from data_prep.writer import write_rows
-from verl_masopd.tiny_models import cached_model
 from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.weights import WeightsError
 
-TINY_WORLD_DOMAINS = ("math",)
-
-
-def builtin_data(folder: Path, domain: str, train: int, heldout: int) -> tuple[Path, Path]:
-    """Built-in problems [0, train) and [train, train + heldout) of `domain` (data_prep.builtin)."""
-    train_file = folder / f"{domain}_train{train}.parquet"
-    heldout_file = folder / f"{domain}_heldout{heldout}_from{train}.parquet"
-    rows = None
-    for path, part in ((train_file, slice(0, train)), (heldout_file, slice(train, train + heldout))):
-        if not path.exists():
-            rows = rows or builtin_rows(domain, train + heldout)
-            write_rows(rows[part], path)
-    return train_file, heldout_file
-
 
 def world_exports(cache: Path, domain: str, train: int, heldout: int) -> dict[str, str]:
-    if domain in TINY_WORLD_DOMAINS:
-        paths = world.models(domain)
-        train_file, heldout_file = world.ensure_data(cache / "data", domain, train, heldout)
-        return {
-            "STUDENT_MODEL": paths["student"],
-            "TEACHER_MODEL": paths["teacher"],
-            "TRAIN_FILES": str(train_file),
-            "VAL_FILES": str(heldout_file),
-            "MASOPD_PROMPT_STYLE": world.PROMPT_STYLE,
-        }
-    train_file, heldout_file = builtin_data(cache / "data", domain, train, heldout)
+    paths = world.models(domain)
+    train_file, heldout_file = world.ensure_data(cache / "data", domain, train, heldout)
     return {
-        "STUDENT_MODEL": cached_model(cache / "models", size="tiny", seed=0),
-        "TEACHER_MODEL": cached_model(cache / "models", size="small", seed=1),
+        "STUDENT_MODEL": paths["student"],
+        "TEACHER_MODEL": paths["teacher"],
         "TRAIN_FILES": str(train_file),
         "VAL_FILES": str(heldout_file),
-        "MASOPD_PROMPT_STYLE": "paper",
+        "MASOPD_PROMPT_STYLE": world.PROMPT_STYLE,
     }
 
 

@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 
 from verl_masopd.tiny_models import build_tokenizer
+from verl_masopd.tiny_world.code_demos import CodeDemonstrations
 from verl_masopd.tiny_world.demos import MathDemonstrations
 from verl_masopd.tiny_world.pretrain import WORLD_SIZE, Schedule, collate
 
@@ -32,6 +33,8 @@ class Recipe:
     def demonstrations(self, tokenizer):
         if self.domain == "math":
             return MathDemonstrations(tokenizer)
+        if self.domain == "code":
+            return CodeDemonstrations(tokenizer)
         raise ValueError(f"no tiny-world recipe for domain {self.domain!r}")
 
     def fingerprint(self, tokenizer=None) -> str:
@@ -54,6 +57,7 @@ class Recipe:
 
 RECIPES = {
     "math": Recipe("math", seed=0, schedule=Schedule(steps=3600, student_step=900, batch_size=8, lr=2e-3)),
+    "code": Recipe("code", seed=0, schedule=Schedule(steps=600, student_step=200, batch_size=16, lr=3e-3)),
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from data_prep.writer import write_rows
 from verl_masopd.tiny_world.builder import recipe
+from verl_masopd.tiny_world.code_tasks import code_rows
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START, math_rows
 from verl_masopd.tiny_world.weights import verified_models
 
@@ -23,6 +24,8 @@ PROMPT_STYLE = "compact"
 def task_rows(domain: str, start: int, count: int, split: str) -> list[dict]:
     if domain == "math":
         return math_rows(start, count, split)
+    if domain == "code":
+        return code_rows(start, count, split)
     raise ValueError(f"no tiny-world task family for domain {domain!r}")
 
 

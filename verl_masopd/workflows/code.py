@@ -39,7 +39,7 @@ from verl_masopd.workflows.execution import (
 )
 from verl_masopd.workflows.parsing import last_block, shown, unusable_reason
 from verl_masopd.workflows.problem import CODE, Problem, TestCase
-from verl_masopd.workflows.prompted import PromptedWorkflow, parse_program
+from verl_masopd.workflows.prompted import COMPACT, PromptedWorkflow, parse_program
 
 CODER, TESTER = "coder", "tester"
 
@@ -52,6 +52,16 @@ TESTER_INSTRUCTION = """You are the Tester in a team of two roles, Coder and Tes
 Write one test case for the problem: a valid input and the exact output a correct program prints for it. Work the expected output out carefully from the problem statement.
 After each turn you see the Coder's latest program and what it printed for your test case. When they disagree, decide who is wrong: correct your test case if it is wrong, keep it if it is right, or write a new test that exposes the program's mistake.
 End your reply with the input in one ```input block followed by the expected output in one ```output block. Only the last block of each kind is used."""
+
+# workflow.prompt_style=compact: the same roles and formats, tersely; after a disagreement the
+# reply states its decision first (hold or revise), then the output.
+COMPACT_CODER_INSTRUCTION = (
+    "Coder. Write a ```python program that reads stdin and prints the answer. "
+    "After a disagreement say hold or revise first."
+)
+COMPACT_TESTER_INSTRUCTION = (
+    "Tester. Write a test: an ```input block, then the ```output block. After a disagreement say hold or revise first."
+)
 
 CALL_BASED_NOTE = """This problem is call-based: a program defines the function `{fn_name}` (at top level or as a method of class `Solution`), which is called with the arguments of each test. A test input is a JSON array of the arguments; a test output is the JSON encoding of the returned value."""
 
@@ -204,6 +214,7 @@ class CodeWorkflow(CodeDomainWorkflow):
     name = "mas"
     roles = (CODER, TESTER)
     instructions = {CODER: CODER_INSTRUCTION, TESTER: TESTER_INSTRUCTION}
+    compact_instructions = {CODER: COMPACT_CODER_INSTRUCTION, TESTER: COMPACT_TESTER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_program(agent, text) if agent.role == CODER else parse_test_case(agent, text)
@@ -240,7 +251,7 @@ class CodeWorkflow(CodeDomainWorkflow):
             runs = [results[i] for i in reference.get(s.name, [])]
             agents[s.name] = self._tester_evidence(problem, *cases[s.name], runs)
         agreed = all(p["match"] for p in pairs.values())
-        report = self._report(actions, cases, pairs, agreed)
+        report = self.report(actions, cases, pairs, agreed)
         verifier = {"agents": agents, "pairs": [{"coder": c, "tester": s, **p} for (c, s), p in pairs.items()]}
         return self.record(episode, actions, report, agreed, verifier)
 
@@ -299,8 +310,13 @@ class CodeWorkflow(CodeDomainWorkflow):
             "reason": None if spec else "the reference solution prints a different output",
         }
 
-    def _report(self, actions: dict[str, Action], cases: dict, pairs: dict, agreed: bool) -> str:
-        """What every agent sees next turn: each test case, its declared output, each program's result."""
+    def report(self, actions: dict[str, Action], cases: dict, pairs: dict, agreed: bool) -> str:
+        """What every agent sees next turn: each test case, its declared output, each program's result.
+
+        `cases[tester]`: (TestCase or None, why unusable); `pairs[coder, tester]`: the pair's run.
+        """
+        if self.prompt_style == COMPACT:
+            return self._compact_report(actions, cases, pairs, agreed)
         parts = []
         for s, (case, reason) in cases.items():
             if case is None:
@@ -332,6 +348,30 @@ class CodeWorkflow(CodeDomainWorkflow):
             "Every program agrees with every test case." if agreed else "The programs and the test cases disagree."
         )
         return "\n\n".join(parts)
+
+    def _compact_report(self, actions: dict[str, Action], cases: dict, pairs: dict, agreed: bool) -> str:
+        """The report in one line per test case: its input, the declared output, each program's
+        output (or "failed" / "none"), then agree or not."""
+        parts = []
+        for s, (case, _) in cases.items():
+            if case is None:
+                parts.append(f"{s} no test")
+                continue
+            results = [f"{s} in {_terse(case.input)} want {_terse(case.output)}"]
+            for c in self.agents_of(CODER):
+                pair = pairs[c.name, s]
+                if "code" not in actions[c.name].fields:
+                    results.append(f"{c.name} none")
+                elif pair["failure"] is not None:
+                    results.append(f"{c.name} failed")
+                else:
+                    results.append(f"{c.name} got {_terse(pair['output'])}")
+            parts.append(", ".join(results))
+        return "; ".join(parts) + ("; agree" if agreed else "; disagree")
+
+
+def _terse(text: str) -> str:
+    return shown(" ".join(text.split()), 40) or "nothing"
 
 
 def _fenced(tag: str, text: str) -> str:

@@ -1,0 +1,172 @@
+"""Demonstrations of the tiny world's code family for pretraining: every role at every turn, rendered
+by the Coder–Tester workflow's own prompt rendering (compact style).
+
+One demonstration (prompt messages, reply text) drawn from an rng:
+  - turn 0 (half of them): the problem alone; the Coder's reply is the family's reference program
+    in a ```python block, the Tester's a small input and its correct output f(input) in ```input
+    and ```output blocks.
+  - turn 1: a first turn that ended in a disagreement is simulated (the Coder's program right or
+    a wrong one, the Tester's declared output right or wrong, never both right; the program's
+    output on the test input differs from the declared one), recorded with the workflow's own
+    report (`CodeWorkflow.report`, `record`); the reply is decision-first: `hold` and the same
+    output when the agent's first output was right, else `revise` and the right one (the
+    reference program; the same input with its correct output). Half of these contexts carry the
+    PAC privileged block as `teacher/` renders it.
+A wrong program is another family's program on the same kind of input, or the family's with
+another parameter; its verdict is computed from the golden tests (False: it fails at least one).
+With `role_confusion` > 0, that share of a Coder's first-turn replies is written in the Tester's
+format (a weakness for role-conditioned distillation to remove).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from verl_masopd.teacher.contexts import TeacherContextBuilder
+from verl_masopd.tiny_world.code_tasks import FAMILIES, LETTERS, CodeTask, Family, random_input, task
+from verl_masopd.tiny_world.math_tasks import HELDOUT_START
+from verl_masopd.workflows.base import HOLD, REVISE, Episode
+from verl_masopd.workflows.code import CODER, TESTER, CodeWorkflow
+from verl_masopd.workflows.problem import CODE, Problem, TestCase
+
+FIRST_TURN_SHARE = 0.5
+PRIVILEGED_SHARE = 0.5
+CODER_RIGHT = 0.5
+TESTER_RIGHT_GIVEN_WRONG_CODER = 0.8
+TRIES = 32
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    task: CodeTask
+    messages: list[dict]
+    reply: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """A Coder's program: a family with parameters (k, c)."""
+
+    family: Family
+    k: int
+    c: str
+
+    @property
+    def text(self) -> str:
+        return self.family.program.format(k=self.k, c=self.c)
+
+    def run(self, line: str) -> str:
+        return self.family.compute(line, self.k, self.c)
+
+
+def coder_reply(program: Program) -> str:
+    return f"```python\n{program.text}\n```"
+
+
+def tester_reply(line: str, output: str) -> str:
+    return f"```input\n{line}\n```\n```output\n{output}\n```"
+
+
+def passes(t: CodeTask, program: Program) -> bool:
+    return all(program.run(case.input.strip()) == case.output.strip() for case in t.tests)
+
+
+def wrong_program(t: CodeTask, rng: random.Random) -> Program:
+    """Another family's program on the same kind of input, or this family's with another k or c."""
+    others = [f for f in FAMILIES if f.kind == t.family.kind and f is not t.family]
+    if "{" in t.family.program and rng.random() < 0.5:
+        return Program(
+            t.family, rng.choice([k for k in range(1, 10) if k != t.k]), rng.choice(LETTERS.replace(t.c, ""))
+        )
+    return Program(rng.choice(others), t.k, t.c)
+
+
+class CodeDemonstrations:
+    """Draws demonstrations of training problems [0, HELDOUT_START) for the compact code workflow."""
+
+    def __init__(self, tokenizer, role_confusion: float = 0.0):
+        self.workflow = CodeWorkflow(1, 2, prompt_style="compact")
+        self.contexts = TeacherContextBuilder(self.workflow, tokenizer, max_length=4096)
+        self.role_confusion = role_confusion
+
+    def draw(self, rng: random.Random) -> Demonstration:
+        t = task(rng.randrange(HELDOUT_START))
+        problem = Problem(
+            uid=f"tiny-code-{t.index}",
+            domain=CODE,
+            statement=t.statement,
+            tests=t.tests,
+            reference_solution=t.reference,
+        )
+        episode = self.workflow.reset(problem)
+        agent = episode.agents[rng.randrange(len(episode.agents))]
+        right = Program(t.family, t.k, t.c)
+        if rng.random() < FIRST_TURN_SHARE:
+            messages = self.workflow.render(episode, agent, 0)
+            confused = agent.role == CODER and rng.random() < self.role_confusion
+            if agent.role == TESTER or confused:
+                line = random_input(t.family.kind, rng, small=True)
+                return Demonstration(t, messages, tester_reply(line, t.output(line)))
+            return Demonstration(t, messages, coder_reply(right))
+        first = self._first_turn(episode, t, rng)
+        if rng.random() < PRIVILEGED_SHARE:
+            attribution = self.workflow.attribute(episode, 0)
+            messages, _ = self.contexts.messages(episode, agent.name, 1, agent.role, attribution)
+        else:
+            messages = self.workflow.render(episode, agent, 1)
+        was_right, output = first[agent.name]
+        if agent.role == CODER:
+            reply = coder_reply(output if was_right else right)
+        else:
+            line, declared = output
+            reply = tester_reply(line, declared if was_right else t.output(line))
+        return Demonstration(t, messages, f"{HOLD if was_right else REVISE}\n{reply}")
+
+    def _first_turn(self, episode: Episode, t: CodeTask, rng: random.Random) -> dict:
+        """Record a first turn that ended in a disagreement; per agent (right, its output)."""
+        coder_right = rng.random() < CODER_RIGHT
+        tester_right = not coder_right and rng.random() < TESTER_RIGHT_GIVEN_WRONG_CODER
+        for _ in range(TRIES):
+            program = Program(t.family, t.k, t.c) if coder_right else wrong_program(t, rng)
+            line = random_input(t.family.kind, rng, small=True)
+            declared = t.output(line) if tester_right else wrong_program(t, rng).run(line)
+            printed = program.run(line)
+            if (
+                passes(t, program) == coder_right
+                and (declared == t.output(line)) == tester_right
+                and printed != declared
+            ):
+                break
+        else:
+            raise RuntimeError(f"no disagreeing first turn found for code problem {t.index} in {TRIES} tries")
+        coder, tester = episode.agents
+        actions = {
+            coder.name: self.workflow.parse(coder, coder_reply(program)),
+            tester.name: self.workflow.parse(tester, tester_reply(line, declared)),
+        }
+        passed = sum(program.run(case.input.strip()) == case.output.strip() for case in t.tests)
+        agents = {
+            coder.name: {
+                "build": True,
+                "run": True,
+                "passed": passed,
+                "total": len(t.tests),
+                "verdict": coder_right,
+                "reason": None,
+                "visible_outputs": [printed],
+            },
+            tester.name: {
+                "well_formed": True,
+                "valid": True,
+                "spec": tester_right,
+                "verdict": tester_right,
+                "reason": None,
+            },
+        }
+        case = TestCase(f"{line}\n", f"{declared}\n")
+        pair = {"match": False, "output": f"{printed}\n", "failure": None, "signature": printed}
+        report = self.workflow.report(actions, {tester.name: (case, None)}, {(coder.name, tester.name): pair}, False)
+        pairs = [{"coder": coder.name, "tester": tester.name, **pair}]
+        self.workflow.record(episode, actions, report, False, {"agents": agents, "pairs": pairs})
+        return {coder.name: (coder_right, program), tester.name: (tester_right, (line, declared))}
