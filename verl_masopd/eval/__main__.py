@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--context-layout",
         choices=("role_first", "role_last"),
-        default="role_last",
+        default="role_first",
         help="where the role instruction goes; use the layout the model was trained with (workflow.context_layout)",
     )
     p.add_argument("--k", type=int, default=1, help="episodes per problem")

@@ -74,7 +74,7 @@ class WorkflowSection:
     horizon: int
     policy_sharing: str
     exec_timeout_s: ExecTimeouts
-    context_layout: str = "role_last"
+    context_layout: str = "role_first"
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
