@@ -5,11 +5,11 @@ A pass is one `infer_batch` over the per-policy layout with the teacher contexts
 (left-padded) and the students' responses (right-padded): the engine returns
 log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
 
-With `share_prefix` (default: on the CPU platform, VERL_PLATFORM=cpu) the requests of one
-response, which `TeacherScoring` sends together, are instead scored by running their common
-context prefix once and reusing its key/value cache (`teacher.prefix_scoring`), one sequence at
-a time: on a CPU that is as fast as the packed pass per token and skips the shared tokens; on a
-GPU the packed, batched pass is kept.
+With `share_prefix` (off by default) the requests of one response, which `TeacherScoring` sends
+together, are instead scored by running their common context prefix once and reusing its
+key/value cache (`teacher.prefix_scoring`), one sequence at a time. Measured on the tiny teacher
+(benchmarks/teacher_cost.py) it computes fewer tokens but takes longer than the packed pass:
+the per-sequence forwards cost more than the shared prefix saves at these context lengths.
 `computed_tokens` counts the tokens the last `score` ran through the model.
 """
 
@@ -20,7 +20,6 @@ from collections.abc import Sequence
 import torch
 from verl import DataProto
 
-from verl_masopd.platform import cpu_platform_selected
 from verl_masopd.teacher.scoring import ScoreRequest
 from verl_masopd.trainer.engine import PolicyEngine
 
@@ -55,10 +54,10 @@ def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
 class EngineTeacherScorer:
     """TeacherScorer over a forward-only `PolicyEngine` with the teacher's weights."""
 
-    def __init__(self, engine: PolicyEngine, pad_id: int, share_prefix: bool | None = None):
+    def __init__(self, engine: PolicyEngine, pad_id: int, share_prefix: bool = False):
         self.engine = engine
         self.pad_id = pad_id
-        self.shares_prefixes = cpu_platform_selected() if share_prefix is None else share_prefix
+        self.shares_prefixes = share_prefix
         self.computed_tokens = 0
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
