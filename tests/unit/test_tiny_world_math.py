@@ -15,7 +15,7 @@ from verl_masopd.verify import extract_program_answer, math_equal
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem
-from verl_masopd.workflows.prompted import PAPER
+from verl_masopd.workflows.prompted import COMPACT, PAPER
 
 SAMPLE = [*range(0, 40), *range(HELDOUT_START, HELDOUT_START + 40)]
 
@@ -73,8 +73,14 @@ def test_prompt_style_is_validated_and_paper_is_the_default():
     assert make_workflow("mas", "math").prompt_style == PAPER
     with pytest.raises(ValueError, match="workflow.prompt_style must be one of"):
         make_workflow("mas", "math", prompt_style="terse")
-    with pytest.raises(ValueError, match="workflow.prompt_style: workflow 'mas' \\(code\\) has no compact prompts"):
-        make_workflow("mas", "code", prompt_style="compact")
+    for name, domain in (("mas", "math"), ("mas", "code"), ("sa", "math"), ("sa", "code")):
+        assert make_workflow(name, domain, prompt_style="compact").prompt_style == COMPACT
+
+    class WithoutCompact(MathWorkflow):
+        compact_instructions = {}
+
+    with pytest.raises(ValueError, match="workflow.prompt_style: workflow 'mas' \\(math\\) has no compact prompts"):
+        WithoutCompact(1, 2, prompt_style="compact")
 
 
 def test_compact_contexts_stay_within_about_200_tokens(tiny_tokenizer):

@@ -19,7 +19,7 @@ from abc import abstractmethod
 
 from verl_masopd.verify import math_equal
 from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Turn
-from verl_masopd.workflows.code import CODER, CodeDomainWorkflow, coder_evidence
+from verl_masopd.workflows.code import CODER, COMPACT_CODER_INSTRUCTION, CodeDomainWorkflow, coder_evidence
 from verl_masopd.workflows.execution import JobBatch, output_signature, runnable
 from verl_masopd.workflows.math import (
     COMPACT_REASONER_INSTRUCTION,
@@ -76,6 +76,7 @@ class SingleAgentWorkflow(PromptedWorkflow):
 class SingleAgentCodeWorkflow(SingleAgentWorkflow, CodeDomainWorkflow):
     roles = (CODER,)
     instructions = {CODER: SA_CODER_INSTRUCTION}
+    compact_instructions = {CODER: COMPACT_CODER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_program(agent, text)
