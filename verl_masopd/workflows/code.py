@@ -109,6 +109,8 @@ def coder_evidence(
 
     `golden` holds the program's runs on `problem.tests` (empty when it wrote no program);
     `visible_outputs` its outputs on the inputs agents can see (used for the majority submission).
+    Golden runs the sandbox itself failed to carry out (`infrastructure_failure`) count in neither
+    `passed` nor `total`; with none left the Coder's terms are masked and there is no verdict.
     """
     total = len(problem.tests)
     code = action.fields.get("code")
@@ -122,9 +124,10 @@ def coder_evidence(
             "reason": action.error,
             "visible_outputs": visible_outputs,
         }
-    passed = sum(
-        run_passes(r, t.output, problem.fn_name, float_tol) for r, t in zip(golden, problem.tests, strict=True)
-    )
+    # golden runs the sandbox itself lost say nothing about the program: counted in neither total
+    ran = [(r, t) for r, t in zip(golden, problem.tests, strict=True) if not r.infrastructure_failure]
+    total = len(ran)
+    passed = sum(run_passes(r, t.output, problem.fn_name, float_tol) for r, t in ran)
     smoke = golden[:smoke_tests]
     error = build_error(code)
     return {

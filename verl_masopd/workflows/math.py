@@ -74,8 +74,9 @@ def reasoner_evidence(action: Action, problem: Problem) -> dict:
 def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem, shown_chars: int) -> dict:
     """Run, parse and answer checks of a Tool-User's program; `run` is None when it wrote none.
     An answer is read only from a run that finished cleanly (METHOD.md §6): a crash, a timeout or
-    a non-zero exit gives no answer, whatever it printed. The printed output is kept for the
-    report, clipped to `shown_chars`."""
+    a non-zero exit gives no answer, whatever it printed. A run the sandbox itself failed to carry
+    out (`infrastructure_failure`) gives no answer and no verdict: its reward terms are masked. The
+    printed output is kept for the report, clipped to `shown_chars`."""
     if run is None:
         correct = answer_correct(None, problem)
         return {
@@ -88,7 +89,8 @@ def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem,
         }
     output = program_output(run)
     answer = None if output is None else extract_program_answer(output)
-    correct = answer_correct(answer, problem)
+    # a run the sandbox itself lost says nothing about the program: no verdict, its terms masked
+    correct = None if run.infrastructure_failure else answer_correct(answer, problem)
     return {
         "run": output is not None,
         "output": shown(run.stdout, shown_chars),
