@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def world(cache: str, domain: str) -> dict[str, str]:
     """The variables `recipes/tiny_world.py` exports for `domain` (built into `cache` once)."""
-    env = {k: v for k, v in os.environ.items() if k not in WORLD_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in (*WORLD_VARIABLES, "MASOPD_PROMPT_STYLE")}
     out = subprocess.run(
         [sys.executable, str(ROOT / "recipes" / "tiny_world.py"), "--cache", cache, "--domain", domain],
         env=env,
@@ -183,6 +183,7 @@ def evaluate(models: list[str], workflow: str, seed: int, args, settings: dict, 
         sys.executable, "-m", "verl_masopd.eval", "--data", settings["val_files"], *models,
         "--workflow", workflow, "--horizon", str(horizon), "--k", str(args.eval_k),
         "--max-new-tokens", str(settings["max_new_tokens"]), "--seed", str(seed), "--out", str(folder), *extra,
+        "--prompt-style", settings["prompt_style"],
     ]  # fmt: skip
     if args.eval_limit:
         command += ["--limit", str(args.eval_limit)]
@@ -194,9 +195,13 @@ def domain_settings(args, domain: str) -> dict:
     """The world's exports and the evaluation settings of `domain` (the CPU preset's horizon,
     response length and teacher context budget, after --override)."""
     exports = world(args.cache, domain)
-    preset = compose_config(["preset=cpu", f"workflow.domain={domain}", *args.override])
+    prompt_style = exports.get("MASOPD_PROMPT_STYLE", "paper")
+    preset = compose_config(
+        ["preset=cpu", f"workflow.domain={domain}", f"workflow.prompt_style={prompt_style}", *args.override]
+    )
     return {
         "exports": exports,
+        "prompt_style": prompt_style,
         "val_files": exports["VAL_FILES"].split(",")[0],
         "horizon": preset.workflow.horizon,
         "max_new_tokens": preset.data.max_response_length,
