@@ -117,21 +117,28 @@ def build_model(out_dir: str | os.PathLike, size: str = "tiny", seed: int = 0) -
     if size not in SIZES:
         raise ValueError(f"unknown tiny model size {size!r}; choose one of {sorted(SIZES)}")
     tokenizer = build_tokenizer(out_dir)
+    model = new_model(tokenizer, SIZES[size], seed)
+    model.save_pretrained(str(out_dir))
+    return model
+
+
+def new_model(tokenizer, size: dict, seed: int, max_positions: int = 4096) -> Qwen3ForCausalLM:
+    """A randomly initialised float32 Qwen3ForCausalLM with `size` (Qwen3Config fields) for
+    `tokenizer`, its weights fixed by `seed`."""
     config = Qwen3Config(
         vocab_size=len(tokenizer),
-        max_position_embeddings=4096,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
         dtype="float32",
-        **SIZES[size],
+        **size,
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config).to(torch.float32)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(str(out_dir))
     return model
 
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import Qwen3ForCausalLM
 
 from verl_masopd.chat import encode_messages
+from verl_masopd.tiny_models import new_model
 
 IGNORE = -100
 WORLD_SIZE = dict(
@@ -54,24 +55,6 @@ class Schedule:
             return self.lr * (step + 1) / self.warmup
         progress = (step - self.warmup) / max(1, self.steps - self.warmup)
         return self.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
-
-
-def new_model(tokenizer, size: dict, seed: int) -> Qwen3ForCausalLM:
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-        dtype="float32",
-        **size,
-    )
-    torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).to(torch.float32)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    return model
 
 
 def collate(tokenizer, demonstrations) -> dict[str, torch.Tensor]:
@@ -106,7 +89,7 @@ def pretrain(
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    model = new_model(tokenizer, size, seed)
+    model = new_model(tokenizer, size, seed, max_positions=1024)
     optimizer = torch.optim.AdamW(model.parameters(), lr=schedule.lr, weight_decay=schedule.weight_decay)
     losses = []
     model.train()
