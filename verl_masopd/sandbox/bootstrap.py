@@ -212,6 +212,11 @@ def build_view(config):
         code = handle.read()
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
+    # the run's own /tmp first: view paths below /tmp (an interpreter installed there) are bound inside it
+    tmp = root + "/tmp"
+    os.mkdir(tmp)
+    size = config["disk_bytes"]
+    mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={uid},size={size}")
     for path, target in config["view"]:
         inside = root + path
         os.makedirs(os.path.dirname(inside), exist_ok=True)
@@ -224,18 +229,14 @@ def build_view(config):
             os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
         mount(path, inside, None, MS_BIND | MS_REC)
         mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.makedirs(root + "/dev")
+    os.makedirs(root + "/dev", exist_ok=True)
     for device in config["devices"]:
         os.mknod(root + device, 0o666 | stat.S_IFCHR, os.stat(device).st_rdev)
         os.chmod(root + device, 0o666)
-    tmp = root + "/tmp"
-    os.mkdir(tmp)
-    size = config["disk_bytes"]
-    mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={uid},gid={uid},size={size}")
     with open(tmp + "/main.py", "wb") as handle:
         handle.write(code)
-    os.makedirs(root + "/var")
-    os.mkdir(root + "/proc")
+    os.makedirs(root + "/var", exist_ok=True)
+    os.makedirs(root + "/proc", exist_ok=True)
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     links = {"/var/tmp": "/tmp", "/dev/shm": "/tmp", "/dev/fd": "/proc/self/fd"}
     links.update({f"/dev/{name}": f"/proc/self/fd/{fd}" for fd, name in enumerate(("stdin", "stdout", "stderr"))})
