@@ -101,7 +101,8 @@ class CpuServerAdapter(ServerAdapter):
     @torch.no_grad()
     async def update_weights(self, weights, global_steps: int | None = None, wire_format="named_tensors", **kwargs):
         if wire_format != "named_tensors":
-            raise NotImplementedError(f"weight sync on CPU sends full tensors, not {wire_format!r}")
+            # delta_sharded transfer relies on CUDA IPC, which a CPU host does not have
+            raise ValueError(f"weight sync on CPU takes wire_format named_tensors (full tensors), got {wire_format!r}")
         # every rank consumes the generator: gathering a sharded weight is a collective
         state = {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in weights}
         if not self._ensure_server_handle():
