@@ -1,12 +1,14 @@
 """One training step's time broken down by phase for `grpo`, `opd` and `masopd`, as ratios to `grpo`.
 
-The same tiny setup for every estimator (CPU preset, local engines, the tiny student and teacher,
-the built-in problems of one domain, the same seed): one warm-up step, then the mean of --steps
-measured steps of `Trainer.train_step()`'s timing_s/* metrics (rollout, log_prob, teacher,
-advantage, update, weight_sync), the estimators taking turns step by step. Writes
-benchmarks/results/step_time.json and prints a table.
+The same setup for every estimator (local engines, the same seed): with --world, the tiny world's
+shipped student and teacher on its training problems with the tiny_world preset (the quickstart's
+step); without, the CPU preset with the random tiny student and small teacher on the built-in
+problems of the domain. One warm-up step, then the mean of --steps measured steps of
+`Trainer.train_step()`'s timing_s/* metrics (rollout, log_prob, teacher, advantage, update,
+weight_sync), the estimators taking turns step by step. Writes benchmarks/results/NAME.json and
+prints a table.
 
-    VERL_PLATFORM=cpu python benchmarks/step_time.py [--domain math] [--steps 2] [--max-prompt-length N]
+    VERL_PLATFORM=cpu python benchmarks/step_time.py [--world] [--domain math] [--steps 2] [--max-prompt-length N]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from results_file import save_result
 
 from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world import world  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 ESTIMATORS = ("grpo", "opd", "masopd")
@@ -72,6 +75,13 @@ def table(times: dict[str, dict[str, float]], ratio: dict[str, dict[str, float |
     return "\n".join(lines)
 
 
+def builtin_problems(work: Path, domain: str, n: int) -> Path:
+    data = work / f"{domain}.parquet"
+    command = ["-m", "data_prep", "builtin", "--domain", domain, "--output", str(data), "--n", str(n)]
+    subprocess.run([sys.executable, *command], check=True, capture_output=True)
+    return data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--domain", choices=("code", "math"), default="math")
@@ -80,32 +90,25 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-prompt-length", type=int, help="data.max_prompt_length (default: the preset's)")
     parser.add_argument("--context-layout", choices=("role_first", "role_last"), help="workflow.context_layout")
+    parser.add_argument("--world", action="store_true", help="the tiny world's models, problems and preset")
     parser.add_argument("--name", default="step_time", help="results file name (benchmarks/results/NAME.json)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="step_time-"))
-    models = work / "models"
-    student = cached_model(models, size="tiny", seed=0)
-    teacher = cached_model(models, size="small", seed=1)
-    data = work / f"{args.domain}.parquet"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "data_prep",
-            "builtin",
-            "--domain",
-            args.domain,
-            "--output",
-            str(data),
-            "--n",
-            str(args.problems),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    if args.world:
+        models = world.models(args.domain)
+        student, teacher = models["student"], models["teacher"]
+        data, _ = world.ensure_data(work, args.domain, args.problems, 1)
+        preset = "tiny_world"
+        sizes = {"student": "tiny world student", "teacher": "tiny world teacher"}
+    else:
+        student = cached_model(work / "models", size="tiny", seed=0)
+        teacher = cached_model(work / "models", size="small", seed=1)
+        data = builtin_problems(work, args.domain, args.problems)
+        preset = "cpu"
+        sizes = {"student": "tiny (0.9M parameters)", "teacher": "small (9.6M parameters)"}
     common = [
-        "preset=cpu",
+        f"preset={preset}",
         "engines.placement=local",
         f"workflow.domain={args.domain}",
         f"students.path={student}",
@@ -134,8 +137,8 @@ def main() -> None:
         "max_prompt_tokens": cfg.data.max_prompt_length,
         "context_layout": cfg.workflow.context_layout,
         "machine_note": "2 cores shared with other jobs; the estimators take turns step by step",
-        "student": "tiny (0.9M parameters)",
-        "teacher": "small (9.6M parameters)",
+        "preset": preset,
+        **sizes,
         "placement": "local",
         "warmup_steps": 1,
         "measured_steps": args.steps,

@@ -3,7 +3,7 @@
     eval "$(python recipes/tiny_world.py --cache DIR --domain math)"
 
 Prints shell `export` lines for the recipe's variables:
-  STUDENT_MODEL        the domain's shipped student (an early checkpoint of the teacher's pretraining)
+  STUDENT_MODEL        the domain's shipped student (the teacher fine-tuned with a role confusion)
   TEACHER_MODEL        the domain's shipped tiny teacher
   TRAIN_FILES          the first --train problems of the domain's task family (math: the arithmetic
                        ladder; code: templated stdin problems)

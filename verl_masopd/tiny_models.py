@@ -59,6 +59,21 @@ _CORPUS = [
     "Input:\n3\n1 2 3\nOutput:\n6\n",
     "The previous attempt failed on the test case. Please fix the bug and try again.",
     "I agree with the solution. The final answer is \\boxed{12}.",
+    # the compact prompts of the tiny world (workflow.prompt_style=compact) and the PAC block
+    "Reasoner. Answer as #### n. After a disagreement say hold or revise first.",
+    "Tool-User. Write a ```python program that prints the answer. After a disagreement say hold or revise first.",
+    "Coder. Write a ```python program that reads stdin and prints the answer.",
+    "Tester. Write a test: an ```input block, then the ```output block.",
+    "Q: Ann has 3 pens and gets 4 more. How many pens does Ann have now?\nYou: #### 7\n"
+    "tool_user_0: ```python\nprint(3 + 4)\n```\nReport: reasoner_0 7, tool_user_0 8, disagree\nhold\n#### 7",
+    "Q: Input: numbers on one line. Print the largest.\nYou: ```input\n3 1 2\n```\n```output\n3\n```\n"
+    "coder_0: ```python\nprint(max(map(int,input().split())))\n```\n"
+    "Report: tester_0 in 3 1 2 want 3, coder_0 got 3; agree",
+    "[Privileged feedback on the previous turn, verified against the reference solution]\n"
+    "The previous turn ended in a conflict.\n"
+    "The reasoner's output (you) was wrong: the reasoner should revise its output.\n"
+    "The tool_user's output was correct: the tool_user should hold its output.\n"
+    "The coder's output was correct: the coder should hold its output. The tester's output (you) was wrong.",
 ]
 
 SIZES = {
@@ -86,7 +101,9 @@ SIZES = {
 def build_tokenizer(out_dir: str | os.PathLike | None = None) -> PreTrainedTokenizerFast:
     """Byte-level BPE tokenizer learnt from a fixed corpus (deterministic), saved to `out_dir` if given."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=MAX_VOCAB_SIZE - len(THINK_TOKENS),

@@ -71,6 +71,8 @@ def test_distillation_steps_lower_the_reverse_kl_to_the_teacher(tmp_path):
     trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: ReplayBackend(path, seed))
     kls = [trainer.train_step() for _ in range(3)]
     trainer.close()
-    for role in ("reasoner", "tool_user"):
-        series = [m[f"teacher/{role}/reverse_kl"] for m in kls]
-        assert series[2] < series[0], (role, series)
+    reasoner, tool_user = ([m[f"teacher/{role}/reverse_kl"] for m in kls] for role in ("reasoner", "tool_user"))
+    # the student's Reasoner is the teacher's with a role confusion: far from it, and pulled towards it
+    assert reasoner[0] > 0.5 and reasoner[2] < 0.5 * reasoner[0], reasoner
+    # its Tool-User is the teacher's own: it stays close
+    assert max(abs(kl) for kl in tool_user) < 0.2, tool_user

@@ -126,7 +126,8 @@ def test_second_turn_demonstrations_decide_first_as_the_verdicts_say(tiny_tokeni
     demos = CodeDemonstrations(tiny_tokenizer)
     rng = random.Random(1)
     seen = set()
-    for _ in range(400):
+    decisions = {True: [], False: []}
+    for _ in range(600):
         demo = demos.draw(rng)
         user = demo.messages[-1]["content"]
         t = demo.task
@@ -150,7 +151,23 @@ def test_second_turn_demonstrations_decide_first_as_the_verdicts_say(tiny_tokeni
         if decision == "revise" and not coder:
             line = fields["test_input"].strip()
             assert output == f"```input\n{line}\n```\n```output\n{t.output(line)}\n```"
+        decisions[coder].append(decision)
     assert seen == {("hold", False), ("hold", True), ("revise", False), ("revise", True)}
+    # a program for a known statement is more reliable than an output computed by hand: after a
+    # disagreement the Coder is the one to hold, the Tester the one to revise, most of the time
+    assert decisions[True].count("hold") > 0.55 * len(decisions[True])
+    assert decisions[False].count("revise") > 0.55 * len(decisions[False])
+
+
+def test_the_students_coder_writes_a_share_of_its_replies_as_tests(tiny_tokenizer):
+    rng = random.Random(2)
+    for confusion in (0.0, 0.5):
+        demos = CodeDemonstrations(tiny_tokenizer, role_confusion=confusion)
+        replies = [
+            d.reply for d in (demos.draw(rng) for _ in range(600)) if d.messages[0]["content"].startswith("Coder")
+        ]
+        tests = sum("```input" in reply for reply in replies) / len(replies)
+        assert abs(tests - confusion) < 0.08, (confusion, tests)
 
 
 def test_simulated_program_outputs_are_what_the_sandbox_prints():

@@ -13,7 +13,7 @@ from verl_masopd.tiny_world.math_tasks import HELDOUT_START, evaluate, math_rows
 from verl_masopd.tiny_world.world import ensure_data
 from verl_masopd.verify import extract_program_answer, math_equal
 from verl_masopd.workflows import make_workflow
-from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.math import REASONER, TOOL_USER, MathWorkflow
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import COMPACT, PAPER
 
@@ -102,7 +102,8 @@ def test_second_turn_demonstrations_decide_first_as_the_verdicts_say(tiny_tokeni
     demos = MathDemonstrations(tiny_tokenizer)
     rng = random.Random(1)
     seen = set()
-    for _ in range(300):
+    decisions = {REASONER: [], TOOL_USER: []}
+    for _ in range(600):
         demo = demos.draw(rng)
         user = demo.messages[-1]["content"]
         if "\nReport: " not in user:
@@ -112,15 +113,32 @@ def test_second_turn_demonstrations_decide_first_as_the_verdicts_say(tiny_tokeni
         seen.add((decision, "[Privileged feedback" in user))
         problem = demo.task
         assert problem.index < HELDOUT_START and user.startswith(f"Q: {problem.statement}\n")
-        own = user.split("\nYou: ", 1)[1].split("\nreasoner_0: ")[0].split("\ntool_user_0: ")[0]
-        parsed = demos.workflow.parse(demos.workflow.agents[0 if own.startswith("####") else 1], own)
-        own_value = int(parsed.fields["answer"]) if "answer" in parsed.fields else evaluate(parsed.fields["code"][6:-1])
+        role = REASONER if demo.messages[0]["content"].startswith("Reasoner") else TOOL_USER
+        agent = demos.workflow.agents_of(role)[0]
+        report = user.split("\nReport: ", 1)[1].split("\n")[0]  # "reasoner_0 4, tool_user_0 3, disagree"
+        values = dict(part.split(" ", 1) for part in report.split(", ")[:-1])
+        own_value = None if values[agent.name] in ("none", "failed") else int(values[agent.name])
         assert decision == ("hold" if own_value == problem.answer else "revise"), (user, demo.reply)
-        if decision == "revise":
-            assert answer in (f"#### {problem.answer}", f"```python\nprint({problem.expression})\n```")
-        if len(seen) == 4:
-            break
+        assert answer == (
+            f"#### {problem.answer}" if role == REASONER else f"```python\nprint({problem.expression})\n```"
+        )
+        decisions[role].append(decision)
     assert seen == {("hold", False), ("hold", True), ("revise", False), ("revise", True)}
+    # a program is more reliable than mental arithmetic: after a disagreement the Reasoner is the
+    # one to revise, the Tool-User the one to hold, most of the time
+    assert decisions[REASONER].count("revise") > 0.7 * len(decisions[REASONER])
+    assert decisions[TOOL_USER].count("hold") > 0.6 * len(decisions[TOOL_USER])
+
+
+def test_the_students_reasoner_writes_a_share_of_its_replies_as_programs(tiny_tokenizer):
+    rng = random.Random(2)
+    for confusion in (0.0, 0.5):
+        demos = MathDemonstrations(tiny_tokenizer, role_confusion=confusion)
+        replies = [
+            d.reply for d in (demos.draw(rng) for _ in range(600)) if d.messages[0]["content"].startswith("Reasoner")
+        ]
+        programs = sum("```python" in reply for reply in replies) / len(replies)
+        assert abs(programs - confusion) < 0.08, (confusion, programs)
 
 
 def test_wrong_expressions_are_wrong():

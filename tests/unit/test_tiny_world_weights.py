@@ -18,20 +18,20 @@ REBUILD = "python -m verl_masopd.tiny_world build --domain math"
 
 def _run(tokenizer, seed: int) -> dict[str, dict]:
     saved = {}
-    schedule = Schedule(steps=3, student_step=1, batch_size=2, warmup=1)
-    draw = MathDemonstrations(tokenizer).draw
+    schedule = Schedule(steps=3, student_steps=2, role_confusion=0.5, batch_size=2, warmup=1)
+    draws = MathDemonstrations(tokenizer).draw, MathDemonstrations(tokenizer, 0.5).draw
 
     def keep(name, model, _step):
         saved[name] = {k: v.clone() for k, v in model.state_dict().items()}
 
-    losses = pretrain(tokenizer, draw, schedule, seed, keep)
+    losses = pretrain(tokenizer, *draws, schedule, seed, keep)
     return saved, losses
 
 
-def test_pretraining_is_deterministic_and_the_student_is_an_earlier_state(tiny_tokenizer):
+def test_pretraining_is_deterministic_and_the_student_continues_from_the_teacher(tiny_tokenizer):
     first, losses = _run(tiny_tokenizer, 0)
     again, losses_again = _run(tiny_tokenizer, 0)
-    assert losses == losses_again and len(losses) == 3
+    assert losses == losses_again and len(losses) == 5
     for name in ("student", "teacher"):
         assert all(torch.equal(first[name][k], again[name][k]) for k in first[name])
     assert any(not torch.equal(first["student"][k], first["teacher"][k]) for k in first["teacher"])

@@ -47,7 +47,7 @@ def build(domain: str, out: Path, snapshots: Path | None = None, snapshot_every:
     start = time.perf_counter()
     losses = pretrain(
         tokenizer,
-        r.demonstrations(tokenizer).draw,
+        *r.draws(tokenizer),
         r.schedule,
         r.seed,
         save,

@@ -2,7 +2,7 @@
 builder fingerprint that ties shipped weights to them.
 
 The fingerprint is the sha256 of the model size and its config, the schedule, the seed and the
-token ids of the first demonstration batches the run draws: any change to the task family, the
+token ids of the first demonstration batches the run draws (teacher's and student's): any change to the task family, the
 compact prompts, the report, the privileged block, the tokenizer or the schedule changes it,
 and the shipped weights then stop the run until rebuilt.
 """
@@ -30,16 +30,22 @@ class Recipe:
     schedule: Schedule
     size: dict = dataclasses.field(default_factory=lambda: dict(WORLD_SIZE))
 
-    def demonstrations(self, tokenizer):
+    def demonstrations(self, tokenizer, role_confusion: float = 0.0):
         if self.domain == "math":
-            return MathDemonstrations(tokenizer)
+            return MathDemonstrations(tokenizer, role_confusion)
         if self.domain == "code":
-            return CodeDemonstrations(tokenizer)
+            return CodeDemonstrations(tokenizer, role_confusion)
         raise ValueError(f"no tiny-world recipe for domain {self.domain!r}")
+
+    def draws(self, tokenizer) -> tuple:
+        """The teacher's and the student's demonstration draws."""
+        return (
+            self.demonstrations(tokenizer).draw,
+            self.demonstrations(tokenizer, self.schedule.role_confusion).draw,
+        )
 
     def fingerprint(self, tokenizer=None) -> str:
         tokenizer = tokenizer or build_tokenizer()
-        draw = self.demonstrations(tokenizer).draw
         rng = random.Random(self.seed)
         digest = hashlib.sha256()
         settings = {
@@ -49,15 +55,16 @@ class Recipe:
             "schedule": dataclasses.asdict(self.schedule),
         }
         digest.update(json.dumps(settings, sort_keys=True).encode())
-        for _ in range(FINGERPRINT_BATCHES):
-            batch = collate(tokenizer, [draw(rng) for _ in range(self.schedule.batch_size)])
-            digest.update(json.dumps(batch["input_ids"].tolist()).encode())
+        for draw in self.draws(tokenizer):
+            for _ in range(FINGERPRINT_BATCHES):
+                batch = collate(tokenizer, [draw(rng) for _ in range(self.schedule.batch_size)])
+                digest.update(json.dumps(batch["input_ids"].tolist()).encode())
         return digest.hexdigest()[:16]
 
 
 RECIPES = {
-    "math": Recipe("math", seed=0, schedule=Schedule(steps=3600, student_step=900, batch_size=8, lr=2e-3)),
-    "code": Recipe("code", seed=0, schedule=Schedule(steps=600, student_step=200, batch_size=16, lr=3e-3)),
+    "math": Recipe("math", seed=0, schedule=Schedule(steps=8000, student_steps=200, role_confusion=0.7)),
+    "code": Recipe("code", seed=0, schedule=Schedule(steps=8000, student_steps=200, role_confusion=0.7)),
 }
 
 

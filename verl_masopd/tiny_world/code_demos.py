@@ -5,17 +5,20 @@ One demonstration (prompt messages, reply text) drawn from an rng:
   - turn 0 (half of them): the problem alone; the Coder's reply is the family's reference program
     in a ```python block, the Tester's a small input and its correct output f(input) in ```input
     and ```output blocks.
-  - turn 1: a first turn that ended in a disagreement is simulated (the Coder's program right or
-    a wrong one, the Tester's declared output right or wrong, never both right; the program's
-    output on the test input differs from the declared one), recorded with the workflow's own
-    report (`CodeWorkflow.report`, `record`); the reply is decision-first: `hold` and the same
-    output when the agent's first output was right, else `revise` and the right one (the
-    reference program; the same input with its correct output). Half of these contexts carry the
-    PAC privileged block as `teacher/` renders it.
+  - turn 1: a first turn that ended in a disagreement is simulated (the Coder's program right with
+    probability CODER_RIGHT, else a wrong one; the Tester's declared output right with
+    TESTER_RIGHT, independently; draws where the program's output on the test input equals the
+    declared one are redrawn), recorded with the workflow's own report (`CodeWorkflow.report`,
+    `record`). Writing a program for a known statement is more reliable than computing an output
+    by hand, so after a disagreement the Coder is usually the one that is right. The reply is
+    decision-first: `hold` and the same output when the agent's first output was right, else
+    `revise` and the right one (the reference program; the same input with its correct output).
+    Half of these contexts carry the PAC privileged block as `teacher/` renders it.
 A wrong program is another family's program on the same kind of input, or the family's with
 another parameter; its verdict is computed from the golden tests (False: it fails at least one).
-With `role_confusion` > 0, that share of a Coder's first-turn replies is written in the Tester's
-format (a weakness for role-conditioned distillation to remove).
+With `role_confusion` = c > 0 (the student's demonstrations), a share c of the Coder's replies at
+every turn is written in the Tester's format (a weakness for role-conditioned distillation to
+remove).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from verl_masopd.workflows.problem import CODE, Problem, TestCase
 
 FIRST_TURN_SHARE = 0.5
 PRIVILEGED_SHARE = 0.5
-CODER_RIGHT = 0.5
-TESTER_RIGHT_GIVEN_WRONG_CODER = 0.8
+CODER_RIGHT = 0.8
+TESTER_RIGHT = 0.5
 TRIES = 32
 
 
@@ -102,13 +105,12 @@ class CodeDemonstrations:
         episode = self.workflow.reset(problem)
         agent = episode.agents[rng.randrange(len(episode.agents))]
         right = Program(t.family, t.k, t.c)
+        confused = agent.role == CODER and rng.random() < self.role_confusion
         if rng.random() < FIRST_TURN_SHARE:
             messages = self.workflow.render(episode, agent, 0)
-            confused = agent.role == CODER and rng.random() < self.role_confusion
-            if agent.role == TESTER or confused:
-                line = random_input(t.family.kind, rng, small=True)
-                return Demonstration(t, messages, tester_reply(line, t.output(line)))
-            return Demonstration(t, messages, coder_reply(right))
+            return Demonstration(
+                t, messages, self._tester_answer(t, rng) if confused or agent.role == TESTER else coder_reply(right)
+            )
         first = self._first_turn(episode, t, rng)
         if rng.random() < PRIVILEGED_SHARE:
             attribution = self.workflow.attribute(episode, 0)
@@ -116,17 +118,25 @@ class CodeDemonstrations:
         else:
             messages = self.workflow.render(episode, agent, 1)
         was_right, output = first[agent.name]
-        if agent.role == CODER:
+        if confused:
+            reply = self._tester_answer(t, rng)
+        elif agent.role == CODER:
             reply = coder_reply(output if was_right else right)
         else:
             line, declared = output
             reply = tester_reply(line, declared if was_right else t.output(line))
         return Demonstration(t, messages, f"{HOLD if was_right else REVISE}\n{reply}")
 
+    @staticmethod
+    def _tester_answer(t: CodeTask, rng: random.Random) -> str:
+        line = random_input(t.family.kind, rng, small=True)
+        return tester_reply(line, t.output(line))
+
     def _first_turn(self, episode: Episode, t: CodeTask, rng: random.Random) -> dict:
         """Record a first turn that ended in a disagreement; per agent (right, its output)."""
-        coder_right = rng.random() < CODER_RIGHT
-        tester_right = not coder_right and rng.random() < TESTER_RIGHT_GIVEN_WRONG_CODER
+        coder_right = tester_right = True
+        while coder_right and tester_right:  # a right program and a right test agree: no second turn
+            coder_right, tester_right = rng.random() < CODER_RIGHT, rng.random() < TESTER_RIGHT
         for _ in range(TRIES):
             program = Program(t.family, t.k, t.c) if coder_right else wrong_program(t, rng)
             line = random_input(t.family.kind, rng, small=True)

@@ -7,9 +7,12 @@ most) learns replies given contexts, with the loss on reply tokens only,
     L(θ) = − Σ_{(x, y) ∈ batch} Σ_k log π_θ(y_k | x, y_<k) / Σ_{(x, y) ∈ batch} |y|,
 
 on a fresh batch of demonstrations every step (AdamW, linear warm-up then cosine decay to a tenth,
-bf16 autocast). The run's state at `student_step` is the student (an early checkpoint: clearly
-above zero, clearly below the teacher), its state at the last step the teacher. Step-based, so the
-same seed and steps give the same weights on the same software stack.
+bf16 autocast). The run's state after `steps` is the teacher. The student continues from it for
+`student_steps` more on the student's demonstrations (the same tasks with a share
+`role_confusion` of one role's replies in the other role's format) at the constant rate
+`student_lr`: the teacher's knowledge with a role confusion that keeps it clearly below the
+teacher. Step-based on a fixed number of threads, so the same seed and schedule give the same
+weights on the same software stack.
 """
 
 from __future__ import annotations
@@ -40,15 +43,20 @@ WORLD_SIZE = dict(
 @dataclass(frozen=True)
 class Schedule:
     steps: int
-    student_step: int
-    batch_size: int = 32
+    student_steps: int
+    role_confusion: float
+    batch_size: int = 8
     lr: float = 2e-3
+    student_lr: float = 3e-4
     warmup: int = 50
     weight_decay: float = 0.01
+    threads: int = 2
 
     def __post_init__(self):
-        if not 0 < self.student_step < self.steps:
-            raise ValueError(f"student_step must lie in (0, steps={self.steps}), got {self.student_step}")
+        if self.steps <= self.warmup or self.student_steps < 1:
+            raise ValueError(f"need steps > warmup={self.warmup} and student_steps >= 1, got {self}")
+        if not 0 <= self.role_confusion <= 1:
+            raise ValueError(f"role_confusion must lie in [0, 1], got {self.role_confusion}")
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
@@ -73,42 +81,72 @@ def collate(tokenizer, demonstrations) -> dict[str, torch.Tensor]:
     }
 
 
+Draw = Callable[[random.Random], object]
+BUCKETED_BATCHES = 8
+
+
+def length_buckets(tokenizer, draw: Draw, rng: random.Random, batch_size: int) -> list[dict[str, torch.Tensor]]:
+    """BUCKETED_BATCHES batches of demonstrations of similar length (drawn together, sorted by
+    length, cut into batches, shuffled): little padding, the same demonstrations."""
+    demonstrations = sorted(
+        (draw(rng) for _ in range(BUCKETED_BATCHES * batch_size)),
+        key=lambda d: len(encode_messages(tokenizer, d.messages)) + len(d.reply),
+    )
+    batches = [demonstrations[k : k + batch_size] for k in range(0, len(demonstrations), batch_size)]
+    rng.shuffle(batches)
+    return [collate(tokenizer, batch) for batch in batches]
+
+
 def pretrain(
     tokenizer,
-    draw: Callable[[random.Random], object],
+    draw: Draw,
+    draw_student: Draw,
     schedule: Schedule,
     seed: int,
     on_checkpoint: Callable[[str, Qwen3ForCausalLM, int], None],
     size: dict = WORLD_SIZE,
     snapshot_every: int = 0,
 ) -> list[float]:
-    """Train one model; calls on_checkpoint("student", model, step), ("teacher", model, steps) and,
-    with snapshot_every = k > 0, (f"step{s}", model, s) at every step s divisible by k (to calibrate
-    the student step). Runs on one torch thread: the same result on any machine, and on a loaded
-    2-core machine faster than two threads that wait for each other. Returns every step's loss."""
-    torch.set_num_threads(1)
+    """Train the teacher, then the student from it; calls on_checkpoint("teacher", model, steps),
+    ("student", model, steps + student_steps) and, with snapshot_every = k > 0, (f"step{s}", model,
+    s) at every teacher step s divisible by k. Returns every step's loss."""
+    torch.set_num_threads(schedule.threads)
     torch.manual_seed(seed)
     rng = random.Random(seed)
     model = new_model(tokenizer, size, seed, max_positions=1024)
     optimizer = torch.optim.AdamW(model.parameters(), lr=schedule.lr, weight_decay=schedule.weight_decay)
     losses = []
     model.train()
-    with tqdm(range(schedule.steps), desc="pretraining", unit="step") as bar:
-        for step in bar:
-            if step == schedule.student_step:
-                on_checkpoint("student", model, step)
-            if snapshot_every and step and step % snapshot_every == 0:
-                on_checkpoint(f"step{step}", model, step)
-            for group in optimizer.param_groups:
-                group["lr"] = schedule.lr_at(step)
-            batch = collate(tokenizer, [draw(rng) for _ in range(schedule.batch_size)])
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(**batch).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            losses.append(loss.item())
+
+    pools: dict[Draw, list] = {}
+
+    def step(demonstrations: Draw, lr: float) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        pool = pools.setdefault(demonstrations, [])
+        if not pool:
+            pool.extend(length_buckets(tokenizer, demonstrations, rng, schedule.batch_size))
+        batch = pool.pop()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(**batch).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+
+    with tqdm(total=schedule.steps + schedule.student_steps, desc="pretraining teacher", unit="step") as bar:
+        for s in range(schedule.steps):
+            if snapshot_every and s and s % snapshot_every == 0:
+                on_checkpoint(f"step{s}", model, s)
+            step(draw, schedule.lr_at(s))
+            bar.update()
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    on_checkpoint("teacher", model, schedule.steps)
+        on_checkpoint("teacher", model, schedule.steps)
+        bar.set_description("pretraining student")
+        for _ in range(schedule.student_steps):
+            step(draw_student, schedule.student_lr)
+            bar.update()
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    on_checkpoint("student", model, schedule.steps + schedule.student_steps)
     return losses

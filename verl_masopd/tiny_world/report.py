@@ -4,7 +4,9 @@
 
 Per evaluation (records.jsonl, summary.csv of `python -m verl_masopd.eval`): held-out team
 accuracy p ± its standard error sqrt(p (1 − p) / n) over the n episodes, the share of episodes
-that ended in agreement, the mean turns to agreement, and the accuracy per ladder level; then
+that ended in agreement, the mean turns to agreement, each role's share of replies that broke its
+role's format (a Reasoner writing a program, a Coder writing a test: the student's role
+confusion), and the accuracy per ladder level; then
 the rise p_after − p_before with the standard error of the difference of two independent
 means, sqrt(se_before² + se_after²).
 """
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from verl_masopd.tiny_world.world import accuracy_by_source
 
+VIOLATIONS = "format_violations/"
+
 
 def evaluation(folder: Path) -> dict:
     with open(folder / "summary.csv") as f:
@@ -28,12 +32,23 @@ def evaluation(folder: Path) -> dict:
         "by_source": accuracy_by_source(folder / "records.jsonl"),
         "agreed_share": float(summary["agreed_share"]),
         "turns_to_agreement": float(summary["turns_to_agreement"]),
+        "format_violations": {
+            key.split("/", 1)[1]: float(value) for key, value in summary.items() if key.startswith(VIOLATIONS)
+        },
     }
 
 
 def table(before: dict, after: dict) -> str:
     levels = [s for s in before["by_source"] if s != "all"]
-    header = ["", "accuracy ± se", "agreement", "turns to agreement", *levels]
+    roles = list(before["format_violations"])
+    header = [
+        "",
+        "accuracy ± se",
+        "agreement",
+        "turns to agreement",
+        *(f"{r} format violations" for r in roles),
+        *levels,
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, e in (("before", before), ("after", after)):
         overall = e["by_source"]["all"]
@@ -42,6 +57,7 @@ def table(before: dict, after: dict) -> str:
             f"{overall['accuracy']:.3f} ± {overall['se']:.3f}",
             f"{e['agreed_share']:.3f}",
             f"{e['turns_to_agreement']:.2f}",
+            *(f"{e['format_violations'].get(role, float('nan')):.3f}" for role in roles),
             *(f"{e['by_source'][level]['accuracy']:.3f}" for level in levels),
         ]
         lines.append("| " + " | ".join(cells) + " |")
