@@ -6,7 +6,7 @@ budget, evaluated on held-out problems, then the report.
 
 The world is whatever `recipes/tiny_world.py` exports (STUDENT_MODEL, TEACHER_MODEL, TRAIN_FILES,
 VAL_FILES) for --cache; each method trains through its recipe in CPU mode (MASOPD_CPU=1, the
-recipe's own overrides) with the same steps, batch and group size (the CPU preset's, plus
+recipe's own overrides) with the same steps, batch and group size (the tiny_world preset's, plus
 --override), validation on VAL_FILES every --test-freq steps for the training curves, then is
 evaluated on VAL_FILES with --eval-k samples per problem (evaluation sampling, the preset's horizon
 and response length), with the teacher's role advantage Δ and once more with the roles' models
@@ -192,12 +192,12 @@ def evaluate(models: list[str], workflow: str, seed: int, args, settings: dict, 
 
 
 def domain_settings(args, domain: str) -> dict:
-    """The world's exports and the evaluation settings of `domain` (the CPU preset's horizon,
+    """The world's exports and the evaluation settings of `domain` (the tiny_world preset's horizon,
     response length and teacher context budget, after --override)."""
     exports = world(args.cache, domain)
     prompt_style = exports.get("MASOPD_PROMPT_STYLE", "paper")
     preset = compose_config(
-        ["preset=cpu", f"workflow.domain={domain}", f"workflow.prompt_style={prompt_style}", *args.override]
+        ["preset=tiny_world", f"workflow.domain={domain}", f"workflow.prompt_style={prompt_style}", *args.override]
     )
     return {
         "exports": exports,

@@ -122,6 +122,8 @@ def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
         "trainer.total_training_steps=1",
         "workflow.horizon=1",
         "data.max_response_length=16",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         f"trainer.default_local_dir={checkpoints}",
         "trainer.logger=[console]",
         f"hydra.run.dir={tmp_path / 'hydra'}",

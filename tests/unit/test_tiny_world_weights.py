@@ -11,7 +11,7 @@ from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.demos import MathDemonstrations
 from verl_masopd.tiny_world.pretrain import Schedule, pretrain
-from verl_masopd.tiny_world.weights import MANIFEST, WeightsError, install, verified_models, write_manifest
+from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, WeightsError, install, verified_models, write_manifest
 
 REBUILD = "python -m verl_masopd.tiny_world build --domain math"
 
@@ -77,12 +77,11 @@ def test_install_replaces_the_target_whole(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["math"]
 
 
-def test_the_shipped_math_weights_match_their_manifest_and_this_builder():
-    paths = world.models("math")
-    manifest = json.loads((world.verified_models.__globals__["WEIGHTS"] / "math" / MANIFEST).read_text())
-    assert manifest["builder"] == recipe("math").fingerprint()
-    assert manifest["steps"] == {
-        "student": recipe("math").schedule.student_step,
-        "teacher": recipe("math").schedule.steps,
-    }
+@pytest.mark.parametrize("domain", ["math", "code"])
+def test_the_shipped_weights_match_their_manifest_and_this_builder(domain):
+    paths = world.models(domain)
+    manifest = json.loads((WEIGHTS / domain / MANIFEST).read_text())
+    schedule = recipe(domain).schedule
+    assert manifest["builder"] == recipe(domain).fingerprint()
+    assert manifest["steps"] == {"student": schedule.steps + schedule.student_steps, "teacher": schedule.steps}
     assert set(paths) == {"student", "teacher"}

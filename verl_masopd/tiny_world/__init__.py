@@ -3,7 +3,7 @@ learning shows within minutes on 2 CPU cores.
 
   math_tasks.py  the Reasoner–Tool-User task family (an arithmetic ladder L1..L4)
   demos.py       demonstrations of every role at every turn, rendered by the workflow itself
-  pretrain.py    deterministic pretraining of the teacher and the student (an early checkpoint)
+  pretrain.py    deterministic pretraining of the teacher, and of the student continued from it
   builder.py     each domain's recipe (seed, schedule) and the builder fingerprint
   weights.py     the shipped weights, their manifest and its check
   world.py       the files a run uses: verified models and the train / held-out parquet files
