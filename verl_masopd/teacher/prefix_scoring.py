@@ -97,13 +97,13 @@ def micro_batches(rows: Sequence[TreeRow], max_batch_tokens: int) -> list[list[i
 def tree_attention_mask(segments: torch.Tensor) -> torch.Tensor:
     """[B, 1, L, L] boolean mask (True: attend) from [B, L] segment ids, −1 on padding.
 
-    Query t attends to key u ≤ t when u is on s (segment 0) or on t's own segment; every token also
-    attends to itself, so that padded rows stay finite.
+    Query t (not padding) attends to key u ≤ t when u is on s (segment 0) or on t's own segment; a
+    padding query attends to itself only, so that its softmax stays finite.
     """
     L = segments.shape[1]
     causal = torch.ones(L, L, dtype=torch.bool, device=segments.device).tril()
     keys, queries = segments[:, None, :], segments[:, :, None]
-    visible = ((keys == 0) | (keys == queries)) & (keys >= 0) & causal
+    visible = ((keys == 0) | (keys == queries)) & (keys >= 0) & (queries >= 0) & causal
     return (visible | torch.eye(L, dtype=torch.bool, device=segments.device))[:, None]
 
 
