@@ -6,9 +6,11 @@ the context layout (role_first, role_last) and the engine scorer's path (the pac
 or the shared-prefix path that computes a response's common context prefix once). Reports, per
 response, the teacher tokens of the contexts, the tokens actually computed and the tokens the
 contrast context shares with x_r; teacher scoring seconds per step (median of repeats); and the
-masopd/opd ratios. Writes benchmarks/results/teacher_cost.json.
+masopd/opd ratios. Writes benchmarks/results/teacher_cost.json; with --tiny-world, the tiny world's
+shipped math teacher and its compact prompts (contexts of ~150–300 tokens) instead, written to
+benchmarks/results/teacher_cost_tiny_world.json.
 
-    VERL_PLATFORM=cpu python benchmarks/teacher_cost.py [--episodes 8] [--response-len 48] [--repeats 3]
+    VERL_PLATFORM=cpu python benchmarks/teacher_cost.py [--episodes 8] [--response-len 48] [--repeats 3] [--tiny-world]
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder  # noqa: E402
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer  # noqa: E402
 from verl_masopd.teacher.scoring import TeacherScoring  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world.weights import WEIGHTS  # noqa: E402
+from verl_masopd.tiny_world.world import PROMPT_STYLE  # noqa: E402
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine  # noqa: E402
 from verl_masopd.workflows.base import Action, Turn  # noqa: E402
 from verl_masopd.workflows.math import MathWorkflow  # noqa: E402
 from verl_masopd.workflows.problem import Problem  # noqa: E402
+from verl_masopd.workflows.prompted import PAPER  # noqa: E402
 
 
 def recorded_episodes(workflow: MathWorkflow, count: int) -> dict:
@@ -132,11 +137,13 @@ async def measure(scorings: dict, batches, episodes, attributions, repeats: int)
 
 async def main(args) -> dict:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
-    teacher_path = cached_model(cache, size="small", seed=1)
+    teacher_path = str(WEIGHTS / "math" / "teacher") if args.tiny_world else cached_model(cache, size="small", seed=1)
     tokenizer = AutoTokenizer.from_pretrained(teacher_path)
     engine = PolicyEngine.local(EngineSettings(model_path=teacher_path, forward_only=True))
     result = {
-        "teacher": "tiny small (~10M params, Qwen3 architecture)",
+        "teacher": "tiny world math teacher, compact prompts"
+        if args.tiny_world
+        else "tiny small (~10M params, Qwen3 architecture)",
         "device": "cpu (2 cores, shared with other jobs: compare variants within one run)",
         "episodes": args.episodes,
         "response_len": args.response_len,
@@ -144,7 +151,7 @@ async def main(args) -> dict:
         "by_agents_per_role": {},
     }
     for n in args.agents_per_role:
-        workflow = MathWorkflow(agents_per_role=n)
+        workflow = MathWorkflow(agents_per_role=n, prompt_style=PROMPT_STYLE if args.tiny_world else PAPER)
         episodes = recorded_episodes(workflow, args.episodes)
         attributions = await Attributor(workflow).attribute(episodes)
         batches = policy_batches(workflow, episodes, args.response_len, len(tokenizer), seed=n)
@@ -180,6 +187,7 @@ if __name__ == "__main__":
     parser.add_argument("--response-len", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--agents-per-role", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--tiny-world", action="store_true", help="the tiny world's math teacher and prompts")
     args = parser.parse_args()
     result = asyncio.run(main(args))
-    save_result("teacher_cost", result)
+    save_result("teacher_cost_tiny_world" if args.tiny_world else "teacher_cost", result)

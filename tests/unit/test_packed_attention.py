@@ -5,7 +5,14 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from verl_masopd.platform.packed_attention import PACKED_SDPA, sequence_bounds
-from verl_masopd.teacher.prefix_scoring import prefix_groups, score_with_shared_prefix, shared_prefix_length
+from verl_masopd.teacher.prefix_scoring import (
+    micro_batches,
+    prefix_groups,
+    score_with_shared_prefix,
+    shared_prefix_length,
+    tree_attention_mask,
+    tree_row,
+)
 from verl_masopd.teacher.scoring import ScoreRequest
 
 
@@ -64,3 +71,44 @@ def test_shared_prefix_scores_equal_full_recomputation(tiny_model_path):
     for request, got in zip(requests, scores, strict=True):
         torch.testing.assert_close(torch.tensor(got), torch.tensor(full_scores(model, request)), atol=1e-4, rtol=0)
     assert computed == 40 + (6 + 8) + (9 + 8) + (6 + 9 + 8) + (35 + 3)
+
+
+def test_tree_rows_batch_groups_of_different_lengths_and_groups_that_share_nothing(tiny_model_path):
+    """Several tree rows per padded micro-batch (and one row per micro-batch under a small token budget)
+    return the full recomputation's log-probs; a group whose contexts share no token is scored too."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation=PACKED_SDPA)
+    s, t, c1, c2, c3, c4, y1, y2, y3 = sequences(model.config.vocab_size, [25, 11, 4, 7, 3, 5, 6, 9, 2], seed=2)
+    s, t, c1, c2, c3, c4 = (x.tolist() for x in (s, t, c1, c2, c3, c4))
+    y1, y2, y3 = (y.tolist() for y in (y1, y2, y3))
+    requests = [
+        ScoreRequest(s + c1, y1),
+        ScoreRequest(t + c2, y2),
+        ScoreRequest(s + c2, y1),
+        ScoreRequest(t + c3, y2),
+        ScoreRequest(c4 + s, y3),  # y3's contexts begin differently: no shared prefix
+        ScoreRequest(c1 + t, y3),
+    ]
+    assert [shared_prefix_length([requests[i].context_ids for i in g]) for g in prefix_groups(requests)] == [25, 11, 0]
+    expected = [full_scores(model, r) for r in requests]
+    tokens = (25 + 4 + 6 + 7 + 6) + (11 + 7 + 9 + 3 + 9) + (5 + 25 + 2 + 4 + 11 + 2)
+    for budget in (4096, 1):
+        scores, computed = score_with_shared_prefix(model, requests, max_batch_tokens=budget)
+        assert computed == tokens
+        for want, got in zip(expected, scores, strict=True):
+            torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=1e-4, rtol=0)
+    assert micro_batches([tree_row(requests, g) for g in prefix_groups(requests)], 4096) == [[1, 0, 2]]
+    assert micro_batches([tree_row(requests, g) for g in prefix_groups(requests)], 100) == [[1, 0], [2]]
+
+
+def test_tree_mask_hides_other_branches_and_padding():
+    segments = torch.tensor([[0, 0, 1, 1, 2, 2, -1]])
+    mask = tree_attention_mask(segments)[0, 0].int()
+    assert mask.tolist() == [
+        [1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0, 0],
+        [1, 1, 0, 0, 1, 0, 0],
+        [1, 1, 0, 0, 1, 1, 0],
+        [0, 0, 0, 0, 0, 0, 1],
+    ]

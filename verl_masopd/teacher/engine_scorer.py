@@ -6,10 +6,10 @@ A pass is one `infer_batch` over the per-policy layout with the teacher contexts
 log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
 
 With `share_prefix` (off by default) the requests of one response, which `TeacherScoring` sends
-together, are instead scored by running their common context prefix once and reusing its
-key/value cache (`teacher.prefix_scoring`), one sequence at a time. Measured on the tiny teacher
-(benchmarks/teacher_cost.py) it computes fewer tokens but takes longer than the packed pass:
-the per-sequence forwards cost more than the shared prefix saves at these context lengths.
+together, are instead scored as one tree row: their common context prefix once, then each
+context's remainder and the response as a branch under a tree attention mask, several rows per
+padded forward (`teacher.prefix_scoring`; needs the sdpa or sdpa_packed attention, not
+flash-attention). benchmarks/teacher_cost.py measures it against the packed pass.
 `computed_tokens` counts the tokens the last `score` ran through the model.
 """
 
