@@ -1,5 +1,7 @@
-"""The engine teacher scorer: verl's engine holding the teacher weights (`trainer.engine.PolicyEngine`,
-forward-only), on CPU and GPU.
+"""The engine teacher scorer: verl's engine holding the teacher weights, forward-only, on CPU and GPU.
+
+The scorer depends on `LogProbEngine`, the two calls it makes; the trainer's `PolicyEngine`
+(forward-only) provides them.
 
 A pass is one `infer_batch` over the per-policy layout with the teacher contexts x_q as prompts
 (left-padded) and the students' responses (right-padded): the engine returns
@@ -16,12 +18,23 @@ the per-sequence forwards cost more than the shared prefix saves at these contex
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 from verl import DataProto
 
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.trainer.engine import PolicyEngine
+
+
+class LogProbEngine(Protocol):
+    """What the teacher scorer needs of a model engine."""
+
+    def infer_batch(self, batch: DataProto) -> torch.Tensor:
+        """log π(responses[b, i] | prompts[b], responses[b, <i]) [B, R], 0 on padding."""
+
+    def score_shared_prefix(self, requests: Sequence[ScoreRequest]) -> tuple[list[list[float]], int]:
+        """Per request, its response's log-probs, scoring each common context prefix once; and
+        the number of tokens run through the model."""
 
 
 def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
@@ -52,9 +65,9 @@ def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
 
 
 class EngineTeacherScorer:
-    """TeacherScorer over a forward-only `PolicyEngine` with the teacher's weights."""
+    """TeacherScorer over a forward-only `LogProbEngine` with the teacher's weights."""
 
-    def __init__(self, engine: PolicyEngine, pad_id: int, share_prefix: bool = False):
+    def __init__(self, engine: LogProbEngine, pad_id: int, share_prefix: bool = False):
         self.engine = engine
         self.pad_id = pad_id
         self.shares_prefixes = share_prefix
