@@ -12,7 +12,7 @@ from verl_masopd.eval.role_advantage import RoleAdvantageScorer, annotate
 from verl_masopd.eval.roles import role_metrics
 from verl_masopd.eval.runner import episode_record
 from verl_masopd.eval.settings import eval_settings, file_sha256
-from verl_masopd.rollout.records import EpisodeResult, Sample
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem
@@ -27,7 +27,7 @@ class ContextLengthTeacher:
 
 
 def finished_episode(workflow, tokenizer):
-    """Two turns; the reasoner's turn-1 response is empty (not scored)."""
+    """A group of one episode of two turns; the reasoner's turn-1 response is empty (not scored)."""
     episode = workflow.reset(Problem(uid="m1", domain="math", statement="What is 6 times 7?", answer="42"))
     r, u = episode.agents
     texts = [("#### 41", "```python\nprint(42)\n```"), ("", "```python\nprint(42)\n```")]
@@ -37,20 +37,23 @@ def finished_episode(workflow, tokenizer):
             prompt = encode_messages(tokenizer, workflow.render(episode, agent, t))
             ids = tokenizer.encode(text, add_special_tokens=False)
             samples.append(
-                Sample("m1#0", "m1", 0, t, agent.name, agent.role, agent.role, prompt, ids, [0.0] * len(ids), "stop")
+                Sample(
+                    "m1#0", 0, t, agent.name, agent.role, agent.index, agent.role, prompt, ids, [0.0] * len(ids), "stop"
+                )
             )
         verifier = {"agents": {r.name: {"verdict": False}, u.name: {"verdict": True}}}
         actions = {r.name: Action(r, rt, {"answer": "41"}), u.name: Action(u, ut, {"code": "print(42)"})}
         episode.turns.append(Turn(t, actions, "The answers disagree.", False, verifier))
     episode.done = True
-    return EpisodeResult("m1#0", "m1", episode, samples, Judgement(False, 0.0, "41"), 0)
+    return RolloutGroup(episode.problem, [EpisodeResult("m1#0", episode, samples, Judgement(False, 0.0, "41"), 0)])
 
 
 async def test_role_advantage_per_response(tiny_tokenizer):
     workflow = MathWorkflow()
-    result = finished_episode(workflow, tiny_tokenizer)
+    group = finished_episode(workflow, tiny_tokenizer)
+    [result] = group.episodes
     scorer = RoleAdvantageScorer(workflow, tiny_tokenizer, ContextLengthTeacher(), max_context_length=4096)
-    deltas = await scorer([result])
+    deltas = await scorer([group])
     episode = result.episode
     expected = {}
     for s in result.samples:
@@ -87,7 +90,8 @@ def test_format_violations_per_role():
         {"outputs": {"coder_0": "c", "tester_0": "d"}, "parse_errors": {"coder_0": "x", "tester_0": "y"}},
     ]
     more = [{"outputs": {"coder_0": "e", "tester_0": "f"}, "parse_errors": {}}]
-    row = role_metrics([{"turns": turns}, {"turns": more}])
+    seats = {"coder_0": {"role": "coder", "index": 0}, "tester_0": {"role": "tester", "index": 0}}
+    row = role_metrics([{"agents": seats, "turns": turns}, {"agents": seats, "turns": more}])
     assert row == {"format_violations/coder": 2 / 3, "format_violations/tester": 1 / 3}
 
 

@@ -23,22 +23,23 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from verl_masopd.rollout.records import FAILED, EpisodeResult
+from verl_masopd.rollout.records import FAILED, RolloutGroup
 
 
 def to_dataproto(
-    results: Sequence[EpisodeResult], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
+    groups: Sequence[RolloutGroup], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
 ) -> DataProto:
-    """The rows of `policy`'s samples in `results` (every policy's when None, one joint batch),
-    with team/local rewards from each judgement.
+    """The rows of `policy`'s samples in `groups` (every policy's when None, one joint batch),
+    with team/local rewards from each judgement; "uid" is the row's group key.
 
     team_reward = judgement.team; local_reward = judgement.local[(turn, agent)].value, and
     local_mask = 1 when that reward exists with mask True (else local_reward = 0, local_mask = 0).
     """
     if max_prompt_len < 1 or max_response_len < 1:
         raise ValueError(f"max_prompt_len and max_response_len must be >= 1, got {max_prompt_len}, {max_response_len}")
-    mine = [(r, s) for r in results for s in r.samples if policy is None or s.policy == policy]
-    rows = [(r, s) for r, s in mine if s.finish_reason != FAILED]
+    mine = [(g, r, s) for g in groups for r in g.episodes for s in r.samples if policy is None or s.policy == policy]
+    rows = [(r, s) for _, r, s in mine if s.finish_reason != FAILED]
+    uids = [g.uid for g, _, s in mine if s.finish_reason != FAILED]
     failed = len(mine) - len(rows)
     if not rows:
         raise ValueError(f"no trainable samples for policy {policy!r} ({failed} failed)")
@@ -88,12 +89,13 @@ def to_dataproto(
             "local_mask": torch.tensor(local_mask, dtype=torch.float32),
         },
         non_tensors={
-            "uid": column([s.group_id for _, s in rows]),
+            "uid": column(uids),
             "episode_id": column([s.episode_id for _, s in rows]),
             "branch": column([s.branch for _, s in rows]),
             "turn": column([s.turn for _, s in rows]),
             "agent": column([s.agent for _, s in rows]),
             "role": column([s.role for _, s in rows]),
+            "agent_index": column([s.agent_index for _, s in rows]),
             "policy": column([s.policy for _, s in rows]),
             "num_turns": column([len(r.episode.turns) for r, _ in rows]),
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
