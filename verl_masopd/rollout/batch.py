@@ -1,11 +1,8 @@
 """Finished episodes -> one verl `DataProto` per policy (fields: see the module's `to_dataproto`).
 
-Layout of a row (one agent's response at one turn), P = longest kept prompt, R = longest kept
-response in the batch (each at most its limit):
-  prompts [P]    pad … pad u_1 … u_n          (left-padded)
-  responses [R]  y_1 … y_L pad … pad          (right-padded)
-  input_ids = prompts ‖ responses; attention_mask 1 on real tokens; position_ids = running count
-  of real tokens − 1 (0 on left padding); response_mask 1 on y; rollout_log_probs ℓS_k on y, 0 on padding.
+A row is one agent's response at one turn, in the project's token layout (`verl_masopd.token_layout`:
+prompts left-padded to the longest kept prompt, responses right-padded to the longest kept
+response, each at most its limit); rollout_log_probs ℓS_k on y, 0 on padding.
 
 Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
 history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
@@ -24,6 +21,7 @@ import torch
 from verl import DataProto
 
 from verl_masopd.rollout.records import FAILED, RolloutGroup
+from verl_masopd.token_layout import prompt_response_tensors, right_padded
 
 
 def to_dataproto(
@@ -46,21 +44,9 @@ def to_dataproto(
     prompts = [s.prompt_ids[-max_prompt_len:] for _, s in rows]
     responses = [s.response_ids[:max_response_len] for _, s in rows]
     log_probs = [s.rollout_log_probs[:max_response_len] for _, s in rows]
-    P, R, B = max(map(len, prompts)), max(map(len, responses)), len(rows)
-
-    prompt_t = torch.full((B, P), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((B, P), dtype=torch.long)
-    response_t = torch.full((B, R), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((B, R), dtype=torch.long)
-    log_prob_t = torch.zeros((B, R), dtype=torch.float32)
-    for b, (p, y, lp) in enumerate(zip(prompts, responses, log_probs, strict=True)):
-        prompt_t[b, P - len(p) :] = torch.tensor(p, dtype=torch.long)
-        prompt_mask[b, P - len(p) :] = 1
-        response_t[b, : len(y)] = torch.tensor(y, dtype=torch.long)
-        response_mask[b, : len(y)] = 1
-        log_prob_t[b, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
-    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-    position_ids = (torch.cumsum(attention_mask, dim=1) - 1).clamp(min=0)
+    B = len(rows)
+    tensors = prompt_response_tensors(prompts, responses, pad_id)
+    log_prob_t, _ = right_padded(log_probs, 0.0, torch.float32)
 
     team, local, local_mask = [], [], []
     for r, s in rows:
@@ -77,12 +63,7 @@ def to_dataproto(
 
     return DataProto.from_dict(
         tensors={
-            "prompts": prompt_t,
-            "responses": response_t,
-            "input_ids": torch.cat([prompt_t, response_t], dim=1),
-            "attention_mask": attention_mask,
-            "position_ids": position_ids,
-            "response_mask": response_mask,
+            **tensors,
             "rollout_log_probs": log_prob_t,
             "team_reward": torch.tensor(team, dtype=torch.float32),
             "local_reward": torch.tensor(local, dtype=torch.float32),

@@ -24,6 +24,7 @@ import torch
 from verl import DataProto
 
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.token_layout import prompt_response_tensors
 
 
 class LogProbEngine(Protocol):
@@ -38,29 +39,9 @@ class LogProbEngine(Protocol):
 
 
 def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
-    """prompts ‖ responses rows for `requests`: left-padded contexts, right-padded responses."""
-    B = len(requests)
-    P = max(len(r.context_ids) for r in requests)
-    R = max(len(r.response_ids) for r in requests)
-    prompts = torch.full((B, P), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((B, P), dtype=torch.long)
-    responses = torch.full((B, R), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((B, R), dtype=torch.long)
-    for b, r in enumerate(requests):
-        prompts[b, P - len(r.context_ids) :] = torch.tensor(r.context_ids, dtype=torch.long)
-        prompt_mask[b, P - len(r.context_ids) :] = 1
-        responses[b, : len(r.response_ids)] = torch.tensor(r.response_ids, dtype=torch.long)
-        response_mask[b, : len(r.response_ids)] = 1
-    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    """The rows of `requests` in the token layout (`verl_masopd.token_layout`): contexts as prompts."""
     return DataProto.from_dict(
-        tensors={
-            "prompts": prompts,
-            "responses": responses,
-            "input_ids": torch.cat([prompts, responses], dim=1),
-            "attention_mask": attention_mask,
-            "position_ids": (torch.cumsum(attention_mask, dim=1) - 1).clamp(min=0),
-            "response_mask": response_mask,
-        }
+        tensors=prompt_response_tensors([r.context_ids for r in requests], [r.response_ids for r in requests], pad_id)
     )
 
 
