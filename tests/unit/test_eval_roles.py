@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from verl_masopd.chat import encode_messages
-from verl_masopd.eval.__main__ import role_paths
+from verl_masopd.eval.__main__ import policy_paths
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer, annotate
 from verl_masopd.eval.roles import role_metrics
 from verl_masopd.eval.runner import episode_record
@@ -97,18 +97,24 @@ def test_format_violations_per_role():
 
 def test_swapped_seats():
     workflow = MathWorkflow()
-    paths = role_paths(workflow, "R", ["tool_user=T"], swap=True)
+    base = {"reasoner": "R", "tool_user": "R"}
+    paths = policy_paths(workflow, "role", base, ["tool_user=T"], swap=True)
     assert paths == {"reasoner": "T", "tool_user": "R"}
-    assert role_paths(workflow, "R", ["tool_user=T"]) == {"reasoner": "R", "tool_user": "T"}
+    assert policy_paths(workflow, "role", base, ["tool_user=T"]) == {"reasoner": "R", "tool_user": "T"}
     with pytest.raises(ValueError, match="--swap-roles"):
-        role_paths(SingleAgentMathWorkflow(), "R", [], swap=True)
+        policy_paths(SingleAgentMathWorkflow(), "role", {"reasoner": "R"}, [], swap=True)
+    with pytest.raises(ValueError, match="--swap-roles needs one policy per role"):
+        policy_paths(workflow, "shared", {"shared": "S"}, [], swap=True)
+    with pytest.raises(ValueError, match=r"--role-model 'reasoner=X'.*\['shared'\]"):
+        policy_paths(workflow, "shared", {"shared": "S"}, ["reasoner=X"])
 
 
 def test_settings_name_the_benchmark_file(tmp_path):
     data = tmp_path / "b.parquet"
     data.write_bytes(b"abc")
     args = SimpleNamespace(
-        data=str(data), limit=None, workflow="mas", horizon=2, agents_per_role=1, k=4, temperature=0.6,
+        data=str(data), limit=None, checkpoint=None, workflow="mas", horizon=2, agents_per_role=1,
+        policy_sharing="role", prompt_style="paper", context_layout="role_first", k=4, temperature=0.6,
         top_p=0.95, top_k=20, max_new_tokens=64, swap_roles=False, teacher=None, seed=3,
     )  # fmt: skip
     settings = eval_settings(args, "math", 5)
