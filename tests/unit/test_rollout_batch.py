@@ -65,6 +65,7 @@ def test_long_prompts_keep_their_last_tokens_and_responses_stay_aligned():
     b = batch.batch
     assert b["prompts"].tolist() == [[3, 4, 5, 6], [PAD, PAD, 10, 11]]
     assert b["responses"].tolist() == [[7, 8], [12, PAD]]
+    assert list(batch.non_tensor_batch["response_ids"]) == [[7, 8], [12]]
     assert torch.allclose(b["rollout_log_probs"], torch.tensor([[-0.7, -0.8], [-1.2, 0.0]]))
     # the response still starts right after the kept context, in input_ids and positions alike
     assert b["input_ids"].tolist() == [[3, 4, 5, 6, 7, 8], [PAD, PAD, 10, 11, 12, PAD]]

@@ -24,11 +24,20 @@ from verl_masopd.rollout.records import FAILED, RolloutGroup
 from verl_masopd.token_layout import prompt_response_tensors, right_padded
 
 
+def column(values: Sequence) -> np.ndarray:
+    """A non-tensor batch column: one object per row (a list stays one row's list)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
+
+
 def to_dataproto(
     groups: Sequence[RolloutGroup], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
 ) -> DataProto:
     """The rows of `policy`'s samples in `groups` (every policy's when None, one joint batch),
-    with team/local rewards from each judgement; "uid" is the row's group key.
+    with team/local rewards from each judgement; "uid" is the row's group key and
+    "response_ids" the sample's kept response tokens (a list, as `responses` holds them padded).
 
     team_reward = judgement.team; local_reward = judgement.local[(turn, agent)].value, and
     local_mask = 1 when that reward exists with mask True (else local_reward = 0, local_mask = 0).
@@ -44,7 +53,6 @@ def to_dataproto(
     prompts = [s.prompt_ids[-max_prompt_len:] for _, s in rows]
     responses = [s.response_ids[:max_response_len] for _, s in rows]
     log_probs = [s.rollout_log_probs[:max_response_len] for _, s in rows]
-    B = len(rows)
     tensors = prompt_response_tensors(prompts, responses, pad_id)
     log_prob_t, _ = right_padded(log_probs, 0.0, torch.float32)
 
@@ -56,11 +64,6 @@ def to_dataproto(
         local.append(reward.value if available else 0.0)
         local_mask.append(1.0 if available else 0.0)
 
-    def column(values, dtype=object) -> np.ndarray:
-        out = np.empty(B, dtype=dtype)
-        out[:] = values
-        return out
-
     return DataProto.from_dict(
         tensors={
             **tensors,
@@ -71,6 +74,7 @@ def to_dataproto(
         },
         non_tensors={
             "uid": column(uids),
+            "response_ids": column(responses),
             "episode_id": column([s.episode_id for _, s in rows]),
             "branch": column([s.branch for _, s in rows]),
             "turn": column([s.turn for _, s in rows]),
@@ -80,7 +84,7 @@ def to_dataproto(
             "policy": column([s.policy for _, s in rows]),
             "num_turns": column([len(r.episode.turns) for r, _ in rows]),
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
-            "privileged": column([False] * B),
+            "privileged": column([False] * len(rows)),
         },
         meta_info={
             "policy": policy,
