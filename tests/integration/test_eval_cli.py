@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
 
 import pytest
-
-from verl_masopd.config import compose_config
-from verl_masopd.trainer.checkpoint import TrainerState, save_checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -74,22 +70,11 @@ def test_eval_cli_rejects_unknown_role(tmp_path, tiny_model_path):
     assert done.returncode == 2 and "--role-model 'coder=/x'" in done.stderr
 
 
-def test_eval_cli_plays_the_system_a_checkpoint_trained(tmp_path, tiny_model_path):
+def test_eval_cli_plays_the_system_a_checkpoint_trained(tmp_path, save_tiny_checkpoint):
     """One shared policy over a two-agent system, horizon 3 and 6-token responses, all read from
     the run's saved configuration; the --horizon flag overrides the saved horizon."""
-    cfg = compose_config(
-        [
-            "preset=cpu",
-            "workflow.domain=math",
-            f"students.path={tiny_model_path}",
-            f"teacher.model_path={tiny_model_path}",
-            "workflow.policy_sharing=shared",
-            "workflow.horizon=3",
-            "data.max_response_length=6",
-        ]
-    )
-    weights = {"policy_shared": lambda folder: shutil.copytree(tiny_model_path, folder / "huggingface")}
-    step = save_checkpoint(tmp_path / "checkpoints", TrainerState(1, {}, "hash"), cfg, weights)
+    overrides = ("workflow.policy_sharing=shared", "workflow.horizon=3", "data.max_response_length=6")
+    step = save_tiny_checkpoint(tmp_path / "checkpoints", 1, ["shared"], *overrides)
     data = tmp_path / "math.parquet"
     write_builtin(data, "math", 2)
     out = tmp_path / "out"
