@@ -24,6 +24,7 @@ from results_file import save_result
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.rollout.records import episodes_of
 from verl_masopd.tiny_models import cached_model
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
@@ -84,7 +85,7 @@ def standin_run(tokenizer, problems, group, horizon, latency_s, canned) -> dict:
     backends = {role: ConstantTimeBackend(tokenizer, CANNED[canned][role], latency_s) for role in workflow.roles}
     with RolloutManager(workflow, backends, tokenizer) as manager:
         start = time.perf_counter()
-        results = asyncio.run(manager.run(problems, group_size=group))
+        results = episodes_of(asyncio.run(manager.run(problems, group_size=group)))
         wall = time.perf_counter() - start
     turns = sum(len(r.episode.turns) for r in results)
     rounds = max(len(r.episode.turns) for r in results)  # lockstep turns, each waiting latency_s once
@@ -107,7 +108,7 @@ def hf_run(model_path, problems, group, horizon, max_new_tokens) -> dict:
         workflow, {role: clock for role in workflow.roles}, clock.backend.tokenizer, sampling=sampling
     ) as manager:
         start = time.perf_counter()
-        results = asyncio.run(manager.run(problems, group_size=group))
+        results = episodes_of(asyncio.run(manager.run(problems, group_size=group)))
         wall = time.perf_counter() - start
     return {
         "episodes": len(results),

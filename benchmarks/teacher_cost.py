@@ -24,12 +24,12 @@ from pathlib import Path
 
 os.environ.setdefault("VERL_PLATFORM", "cpu")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from results_file import save_result
 from transformers import AutoTokenizer  # noqa: E402
 from verl import DataProto  # noqa: E402
 
+from verl_masopd.rollout.batch import column  # noqa: E402
 from verl_masopd.teacher.attribution import Attributor  # noqa: E402
 from verl_masopd.teacher.contexts import TeacherContextBuilder  # noqa: E402
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer  # noqa: E402
@@ -63,12 +63,6 @@ def recorded_episodes(workflow: MathWorkflow, count: int) -> dict:
     return episodes
 
 
-def column(values) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
 def policy_batches(workflow: MathWorkflow, episodes: dict, response_len: int, vocab: int, seed: int) -> list[DataProto]:
     """One batch per role policy: every agent's response at every turn, random ids of `response_len`."""
     generator = torch.Generator().manual_seed(seed)
@@ -82,14 +76,16 @@ def policy_batches(workflow: MathWorkflow, episodes: dict, response_len: int, vo
             if a.role == role
         ]
         n = len(rows)
+        responses = torch.randint(3, vocab, (n, response_len), generator=generator)
         batches.append(
             DataProto.from_dict(
                 tensors={
-                    "responses": torch.randint(3, vocab, (n, response_len), generator=generator),
+                    "responses": responses,
                     "response_mask": torch.ones(n, response_len),
                     "rollout_log_probs": -torch.rand(n, response_len, generator=generator),
                 },
                 non_tensors={
+                    "response_ids": column(responses.tolist()),
                     "episode_id": column([r[0] for r in rows]),
                     "turn": column([r[1] for r in rows]),
                     "agent": column([r[2].name for r in rows]),

@@ -25,16 +25,15 @@ setup_s=$((SECONDS - started))
 
 horizon=2
 max_new_tokens=24
-evaluate() {  # evaluate NAME REASONER_MODEL TOOL_USER_MODEL
-  "$python" -m verl_masopd.eval --data "$VAL_FILES" --workflow mas --prompt-style "$MASOPD_PROMPT_STYLE" \
-    --horizon "$horizon" --max-new-tokens "$max_new_tokens" --batch-size 100 \
-    --model "$2" --role-model tool_user="$3" --out "$run/$1" > "$run/$1.log" 2>&1 \
+evaluate() {  # evaluate NAME EVAL_ARGUMENTS...
+  "$python" -m verl_masopd.eval --data "$VAL_FILES" --batch-size 100 "${@:2}" --out "$run/$1" > "$run/$1.log" 2>&1 \
     || { echo "quickstart: evaluation failed, see $run/$1.log" >&2; exit 1; }
 }
 
 echo "quickstart: evaluating the student system on $(basename "$VAL_FILES") (log: $run/eval_before.log)"
 t=$SECONDS
-evaluate eval_before "$STUDENT_MODEL" "$STUDENT_MODEL"
+evaluate eval_before --model "$STUDENT_MODEL" --workflow mas --prompt-style "$MASOPD_PROMPT_STYLE" \
+  --horizon "$horizon" --max-new-tokens "$max_new_tokens"
 eval_before_s=$((SECONDS - t))
 
 echo "quickstart: training MAS-OPD with the tiny teacher (log: $run/train.log)"
@@ -50,7 +49,7 @@ trained="$run/checkpoints/global_step_$step"
 
 echo "quickstart: evaluating the trained system ($step steps; checkpoints in $trained)"
 t=$SECONDS
-evaluate eval_after "$trained/policy_reasoner/huggingface" "$trained/policy_tool_user/huggingface"
+evaluate eval_after --checkpoint "$trained"
 eval_after_s=$((SECONDS - t))
 
 echo

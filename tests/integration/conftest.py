@@ -4,6 +4,7 @@ untrained tiny model (reward-based estimators then have non-zero advantages to t
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -11,9 +12,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from verl_masopd.config import compose_config
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
+from verl_masopd.trainer.checkpoint import TrainerState, save_checkpoint
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -31,6 +34,30 @@ def builtin_data(tmp_path_factory) -> dict[str, str]:
             capture_output=True,
         )
     return paths
+
+
+@pytest.fixture
+def save_tiny_checkpoint(tiny_model_path):
+    """`save_tiny_checkpoint(root, step, policies, *overrides)`: a training checkpoint of a CPU math
+    run configured by `overrides`, every policy holding the tiny student's weights; returns its folder."""
+
+    def save(root, step: int, policies: list[str], *overrides: str):
+        cfg = compose_config(
+            [
+                "preset=cpu",
+                "workflow.domain=math",
+                f"students.path={tiny_model_path}",
+                f"teacher.model_path={tiny_model_path}",
+                *overrides,
+            ]
+        )
+        weights = {
+            f"policy_{policy}": lambda folder: shutil.copytree(tiny_model_path, folder / "huggingface")
+            for policy in policies
+        }
+        return save_checkpoint(root, TrainerState(step, {}, "hash"), cfg, weights)
+
+    return save
 
 
 @pytest.fixture

@@ -68,3 +68,24 @@ def test_eval_cli_rejects_unknown_role(tmp_path, tiny_model_path):
         "--data", str(data), "--model", tiny_model_path, "--role-model", "coder=/x", "--out", str(tmp_path / "o")
     )
     assert done.returncode == 2 and "--role-model 'coder=/x'" in done.stderr
+
+
+def test_eval_cli_plays_the_system_a_checkpoint_trained(tmp_path, save_tiny_checkpoint):
+    """One shared policy over a two-agent system, horizon 3 and 6-token responses, all read from
+    the run's saved configuration; the --horizon flag overrides the saved horizon."""
+    overrides = ("workflow.policy_sharing=shared", "workflow.horizon=3", "data.max_response_length=6")
+    step = save_tiny_checkpoint(tmp_path / "checkpoints", 1, ["shared"], *overrides)
+    data = tmp_path / "math.parquet"
+    write_builtin(data, "math", 2)
+    out = tmp_path / "out"
+    done = run_eval(
+        "--data", str(data), "--checkpoint", str(tmp_path / "checkpoints"), "--horizon", "1", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["checkpoint"] == str(step.resolve()) and settings["policy_sharing"] == "shared"
+    assert (settings["horizon"], settings["max_new_tokens"], settings["workflow"]) == (1, 6, "mas")
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    episodes = [e for r in records for e in r["episodes"]]
+    assert len(episodes) == 2 and all(e["num_turns"] == 1 for e in episodes)
+    assert all(set(e["turns"][0]["outputs"]) == {"reasoner_0", "tool_user_0"} for e in episodes)

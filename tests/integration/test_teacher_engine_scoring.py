@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 from verl import DataProto
 
 from verl_masopd.chat import encode_messages
+from verl_masopd.rollout.batch import column
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
@@ -75,12 +76,12 @@ async def test_shared_prefix_scoring_equals_full_recomputation_for_both_roles(ti
     attributions = await Attributor(workflow).attribute(episodes)
     rows = [(eid, t, a) for eid in episodes for t in (0, 1) for a in workflow.agents]
     generator = torch.Generator().manual_seed(0)
+    responses = torch.randint(3, len(tiny_tokenizer), (len(rows), 6), generator=generator)
+    response_mask = torch.tensor([[1] * 6 if i % 3 else [1] * 4 + [0] * 2 for i in range(len(rows))])
     batch = DataProto.from_dict(
-        tensors={
-            "responses": torch.randint(3, len(tiny_tokenizer), (len(rows), 6), generator=generator),
-            "response_mask": torch.tensor([[1] * 6 if i % 3 else [1] * 4 + [0] * 2 for i in range(len(rows))]),
-        },
+        tensors={"responses": responses, "response_mask": response_mask},
         non_tensors={
+            "response_ids": column([y[m.bool()].tolist() for y, m in zip(responses, response_mask, strict=True)]),
             "episode_id": np.array([r[0] for r in rows], dtype=object),
             "turn": np.array([r[1] for r in rows], dtype=object),
             "agent": np.array([r[2].name for r in rows], dtype=object),

@@ -37,7 +37,8 @@ def test_last_agent_of_a_turn_bootstraps_from_the_next_turns_first_agent():
         critic_values=values,
         episode_id=np.array(["e"] * 4, dtype=object),
         turn=np.array([k[0] for k in keys], dtype=object),
-        agent=np.array([k[1] for k in keys], dtype=object),
+        role=np.array([k[1].split("_")[0] for k in keys], dtype=object),
+        agent_index=np.array([0] * 4, dtype=object),
     )
     # chain (0,c) (0,t) (1,c) (1,t), γ = 0.5, λ = 1:
     # (1,t): δ = 1 − 0 = 1 → Â 1
@@ -49,7 +50,7 @@ def test_last_agent_of_a_turn_bootstraps_from_the_next_turns_first_agent():
     assert torch.allclose(returns[:, 0], torch.tensor([expected[k] + rows[k][1] for k in keys]))
 
 
-def test_agents_are_chained_in_natural_index_order_and_episodes_apart():
+def test_agents_are_chained_in_index_order_and_episodes_apart():
     advantages, _ = compute_marft_advantage(
         torch.tensor([[0.0], [0.0], [1.0]]),
         torch.ones(3, 1),
@@ -57,7 +58,8 @@ def test_agents_are_chained_in_natural_index_order_and_episodes_apart():
         critic_values=torch.zeros(3),
         episode_id=np.array(["e", "e", "f"], dtype=object),
         turn=np.array([0, 0, 0], dtype=object),
-        agent=np.array(["coder_10", "coder_2", "coder_10"], dtype=object),
+        role=np.array(["coder"] * 3, dtype=object),
+        agent_index=np.array([10, 2, 10], dtype=object),
     )
     # e: coder_2 → coder_10 (reward 0 both) ; f stands alone with reward 1
     assert torch.allclose(advantages[:, 0], torch.tensor([0.0, 0.0, 1.0]))
@@ -71,7 +73,8 @@ def test_advantages_are_normalised_over_the_batch_returns_are_not():
         critic_values=torch.zeros(2),
         episode_id=np.array(["e", "f"], dtype=object),
         turn=np.array([0, 0], dtype=object),
-        agent=np.array(["coder_0", "coder_0"], dtype=object),
+        role=np.array(["coder", "coder"], dtype=object),
+        agent_index=np.array([0, 0], dtype=object),
     )
     assert torch.allclose(returns[:, 0], torch.tensor([1.0, 3.0]))
     assert torch.allclose(advantages[:, 0], torch.tensor([-1 / math.sqrt(2), 1 / math.sqrt(2)]), atol=1e-6)

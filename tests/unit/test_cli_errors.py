@@ -59,6 +59,10 @@ def test_eval_names_missing_data_and_missing_checkpoint(tmp_path, capsys):
     checkpoint = str(tmp_path / "no-checkpoint")
     assert eval_main(["--data", str(data), "--model", checkpoint, "--out", out]) == 2
     assert checkpoint in one_line(capsys.readouterr().err)
+    assert eval_main(["--data", str(data), "--checkpoint", checkpoint, "--out", out]) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"error: --checkpoint {checkpoint}: neither a checkpoint")
+    assert eval_main(["--data", str(data), "--out", out]) == 2
+    assert one_line(capsys.readouterr().err) == "error: give --checkpoint or --model"
     assert not (tmp_path / "out").exists()
 
 

@@ -21,10 +21,14 @@ def test_record_of_conflict_then_agreement():
     ]
     for texts in turns:
         workflow.step(episode, {a.name: workflow.parse(a, texts[a.name]) for a in workflow.agents})
-    result = EpisodeResult("e0", "g0", episode, [], workflow.judge(episode), 0)
+    result = EpisodeResult("e0", episode, [], workflow.judge(episode), 0)
 
     record = json.loads(json.dumps(episode_record(workflow, result)))
 
+    assert record["agents"] == {
+        "reasoner_0": {"role": "reasoner", "index": 0},
+        "tool_user_0": {"role": "tool_user", "index": 0},
+    }
     first, second = record["turns"]
     assert first["parsed"] == {"reasoner_0": {"answer": "1/2"}, "tool_user_0": {"code": "print(6 / 3)"}}
     assert second["parsed"] == {"reasoner_0": {"answer": "1/2"}, "tool_user_0": {"code": "print(3 / 6)"}}

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 import pytest
 
 from verl_masopd.chat import encode_messages
-from verl_masopd.eval.__main__ import role_paths
+from verl_masopd.eval.__main__ import policy_paths
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer, annotate
 from verl_masopd.eval.roles import role_metrics
 from verl_masopd.eval.runner import episode_record
 from verl_masopd.eval.settings import eval_settings, file_sha256
-from verl_masopd.rollout.records import EpisodeResult, Sample
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem
@@ -27,7 +27,7 @@ class ContextLengthTeacher:
 
 
 def finished_episode(workflow, tokenizer):
-    """Two turns; the reasoner's turn-1 response is empty (not scored)."""
+    """A group of one episode of two turns; the reasoner's turn-1 response is empty (not scored)."""
     episode = workflow.reset(Problem(uid="m1", domain="math", statement="What is 6 times 7?", answer="42"))
     r, u = episode.agents
     texts = [("#### 41", "```python\nprint(42)\n```"), ("", "```python\nprint(42)\n```")]
@@ -37,20 +37,23 @@ def finished_episode(workflow, tokenizer):
             prompt = encode_messages(tokenizer, workflow.render(episode, agent, t))
             ids = tokenizer.encode(text, add_special_tokens=False)
             samples.append(
-                Sample("m1#0", "m1", 0, t, agent.name, agent.role, agent.role, prompt, ids, [0.0] * len(ids), "stop")
+                Sample(
+                    "m1#0", 0, t, agent.name, agent.role, agent.index, agent.role, prompt, ids, [0.0] * len(ids), "stop"
+                )
             )
         verifier = {"agents": {r.name: {"verdict": False}, u.name: {"verdict": True}}}
         actions = {r.name: Action(r, rt, {"answer": "41"}), u.name: Action(u, ut, {"code": "print(42)"})}
         episode.turns.append(Turn(t, actions, "The answers disagree.", False, verifier))
     episode.done = True
-    return EpisodeResult("m1#0", "m1", episode, samples, Judgement(False, 0.0, "41"), 0)
+    return RolloutGroup(episode.problem, [EpisodeResult("m1#0", episode, samples, Judgement(False, 0.0, "41"), 0)])
 
 
 async def test_role_advantage_per_response(tiny_tokenizer):
     workflow = MathWorkflow()
-    result = finished_episode(workflow, tiny_tokenizer)
+    group = finished_episode(workflow, tiny_tokenizer)
+    [result] = group.episodes
     scorer = RoleAdvantageScorer(workflow, tiny_tokenizer, ContextLengthTeacher(), max_context_length=4096)
-    deltas = await scorer([result])
+    deltas = await scorer([group])
     episode = result.episode
     expected = {}
     for s in result.samples:
@@ -87,24 +90,31 @@ def test_format_violations_per_role():
         {"outputs": {"coder_0": "c", "tester_0": "d"}, "parse_errors": {"coder_0": "x", "tester_0": "y"}},
     ]
     more = [{"outputs": {"coder_0": "e", "tester_0": "f"}, "parse_errors": {}}]
-    row = role_metrics([{"turns": turns}, {"turns": more}])
+    seats = {"coder_0": {"role": "coder", "index": 0}, "tester_0": {"role": "tester", "index": 0}}
+    row = role_metrics([{"agents": seats, "turns": turns}, {"agents": seats, "turns": more}])
     assert row == {"format_violations/coder": 2 / 3, "format_violations/tester": 1 / 3}
 
 
 def test_swapped_seats():
     workflow = MathWorkflow()
-    paths = role_paths(workflow, "R", ["tool_user=T"], swap=True)
+    base = {"reasoner": "R", "tool_user": "R"}
+    paths = policy_paths(workflow, "role", base, ["tool_user=T"], swap=True)
     assert paths == {"reasoner": "T", "tool_user": "R"}
-    assert role_paths(workflow, "R", ["tool_user=T"]) == {"reasoner": "R", "tool_user": "T"}
+    assert policy_paths(workflow, "role", base, ["tool_user=T"]) == {"reasoner": "R", "tool_user": "T"}
     with pytest.raises(ValueError, match="--swap-roles"):
-        role_paths(SingleAgentMathWorkflow(), "R", [], swap=True)
+        policy_paths(SingleAgentMathWorkflow(), "role", {"reasoner": "R"}, [], swap=True)
+    with pytest.raises(ValueError, match="--swap-roles needs one policy per role"):
+        policy_paths(workflow, "shared", {"shared": "S"}, [], swap=True)
+    with pytest.raises(ValueError, match=r"--role-model 'reasoner=X'.*\['shared'\]"):
+        policy_paths(workflow, "shared", {"shared": "S"}, ["reasoner=X"])
 
 
 def test_settings_name_the_benchmark_file(tmp_path):
     data = tmp_path / "b.parquet"
     data.write_bytes(b"abc")
     args = SimpleNamespace(
-        data=str(data), limit=None, workflow="mas", horizon=2, agents_per_role=1, k=4, temperature=0.6,
+        data=str(data), limit=None, checkpoint=None, workflow="mas", horizon=2, agents_per_role=1,
+        policy_sharing="role", prompt_style="paper", context_layout="role_first", k=4, temperature=0.6,
         top_p=0.95, top_k=20, max_new_tokens=64, swap_roles=False, teacher=None, seed=3,
     )  # fmt: skip
     settings = eval_settings(args, "math", 5)

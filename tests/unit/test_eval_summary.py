@@ -16,8 +16,11 @@ def turn(index, agreed, verdicts, code, tests):
     }
 
 
+SEATS = {"coder_0": {"role": "coder", "index": 0}, "tester_0": {"role": "tester", "index": 0}}
+
+
 def episode(correct, turns):
-    return {"correct": correct, "num_turns": len(turns), "failed_generations": 0, "turns": turns}
+    return {"agents": SEATS, "correct": correct, "num_turns": len(turns), "failed_generations": 0, "turns": turns}
 
 
 # Agreed at its third turn. t=0: coder at fault revises (a->b), tester correct holds.

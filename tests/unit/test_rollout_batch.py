@@ -6,23 +6,25 @@ import pytest
 import torch
 
 from verl_masopd.rollout.batch import to_dataproto
-from verl_masopd.rollout.records import EpisodeResult, Sample
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
 from verl_masopd.workflows.base import Agent, Episode, Judgement, Reward, Turn
 from verl_masopd.workflows.problem import Problem
 
 PAD = 0
 
 
-def result(samples, turns=2, team=0.5, local=None):
+def group(samples, turns=2, team=0.5, local=None):
     problem = Problem(uid="p0", domain="math", statement="s", answer="1")
     agents = (Agent("coder_0", "coder", 0), Agent("tester_0", "tester", 0))
     episode = Episode(problem, agents, [Turn(t, {}, "", False) for t in range(turns)], done=True)
-    return EpisodeResult("p0#1", "p0", episode, samples, Judgement(False, team, None, local or {}), 0)
+    return RolloutGroup(
+        problem, [EpisodeResult("p0#1", episode, samples, Judgement(False, team, None, local or {}), 0)]
+    )
 
 
 def sample(turn, agent, prompt, response, log_probs, finish="stop", policy=None):
-    role = agent.split("_")[0]
-    return Sample("p0#1", "p0", 0, turn, agent, role, policy or role, prompt, response, log_probs, finish)
+    role, index = agent.split("_")
+    return Sample("p0#1", 0, turn, agent, role, int(index), policy or role, prompt, response, log_probs, finish)
 
 
 def test_layout_alignment_and_rewards():
@@ -32,7 +34,7 @@ def test_layout_alignment_and_rewards():
         sample(1, "coder_0", [14], [23, 24, 25], [-0.3, -0.4, -0.5]),
     ]
     local = {(0, "coder_0"): Reward(0.8, True), (1, "coder_0"): Reward(0.0, False)}
-    batch = to_dataproto([result(samples, local=local)], "coder", max_prompt_len=8, max_response_len=8, pad_id=PAD)
+    batch = to_dataproto([group(samples, local=local)], "coder", max_prompt_len=8, max_response_len=8, pad_id=PAD)
     b = batch.batch
     assert b["prompts"].tolist() == [[11, 12, 13], [PAD, PAD, 14]]
     assert b["responses"].tolist() == [[21, 22, PAD], [23, 24, 25]]
@@ -49,6 +51,7 @@ def test_layout_alignment_and_rewards():
     assert list(nt["uid"]) == ["p0", "p0"] and list(nt["episode_id"]) == ["p0#1", "p0#1"]
     assert list(nt["num_turns"]) == [2, 2] and list(nt["is_last_turn"]) == [False, True]
     assert list(nt["role"]) == ["coder", "coder"] and list(nt["policy"]) == ["coder", "coder"]
+    assert list(nt["agent_index"]) == [0, 0]
     assert list(nt["privileged"]) == [False, False] and list(nt["branch"]) == [0, 0]
     assert batch.meta_info == {"policy": "coder", "truncated_prompts": 0, "truncated_responses": 0, "failed_samples": 0}
 
@@ -58,10 +61,11 @@ def test_long_prompts_keep_their_last_tokens_and_responses_stay_aligned():
         sample(0, "coder_0", [1, 2, 3, 4, 5, 6], [7, 8, 9], [-0.7, -0.8, -0.9]),
         sample(1, "coder_0", [10, 11], [12], [-1.2]),
     ]
-    batch = to_dataproto([result(samples)], "coder", max_prompt_len=4, max_response_len=2, pad_id=PAD)
+    batch = to_dataproto([group(samples)], "coder", max_prompt_len=4, max_response_len=2, pad_id=PAD)
     b = batch.batch
     assert b["prompts"].tolist() == [[3, 4, 5, 6], [PAD, PAD, 10, 11]]
     assert b["responses"].tolist() == [[7, 8], [12, PAD]]
+    assert list(batch.non_tensor_batch["response_ids"]) == [[7, 8], [12]]
     assert torch.allclose(b["rollout_log_probs"], torch.tensor([[-0.7, -0.8], [-1.2, 0.0]]))
     # the response still starts right after the kept context, in input_ids and positions alike
     assert b["input_ids"].tolist() == [[3, 4, 5, 6, 7, 8], [PAD, PAD, 10, 11, 12, PAD]]
@@ -75,11 +79,11 @@ def test_failed_samples_left_out_and_counted_other_policies_ignored():
         sample(0, "tester_0", [2], [3], [-0.3]),
         sample(1, "coder_0", [4], [5], [-0.5]),
     ]
-    batch = to_dataproto([result(samples)], "coder", 8, 8, PAD)
+    batch = to_dataproto([group(samples)], "coder", 8, 8, PAD)
     assert len(batch) == 1 and batch.batch["responses"].tolist() == [[5]]
     assert batch.meta_info["failed_samples"] == 1
 
 
 def test_no_rows_is_an_error_naming_the_policy():
     with pytest.raises(ValueError, match="'tester'"):
-        to_dataproto([result([sample(0, "coder_0", [1], [2], [-0.1])])], "tester", 8, 8, PAD)
+        to_dataproto([group([sample(0, "coder_0", [1], [2], [-0.1])])], "tester", 8, 8, PAD)

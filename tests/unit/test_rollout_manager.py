@@ -13,6 +13,7 @@ import pytest
 from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.rollout.records import episodes_of
 from verl_masopd.workflows.base import Action, Episode, Judgement, Reward, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -113,14 +114,14 @@ def manager(tokenizer, script, sharing="role", agents_per_role=1, horizon=4, **k
 async def test_records_every_turn_with_its_exact_context(tiny_tokenizer):
     m, _ = manager(tiny_tokenizer, answer_at_turn({"p0": 1}))
     with m:
-        [result] = await m.run(problems("p0"))
+        [result] = episodes_of(await m.run(problems("p0")))
     assert [t.agreed for t in result.episode.turns] == [False, True]
     assert result.judgement.correct and result.judgement.team == 1.0
-    assert [(s.turn, s.agent, s.role, s.policy) for s in result.samples] == [
-        (0, "asker_0", "asker", "asker"),
-        (0, "checker_0", "checker", "checker"),
-        (1, "asker_0", "asker", "asker"),
-        (1, "checker_0", "checker", "checker"),
+    assert [(s.turn, s.agent, s.role, s.agent_index, s.policy) for s in result.samples] == [
+        (0, "asker_0", "asker", 0, "asker"),
+        (0, "checker_0", "checker", 0, "checker"),
+        (1, "asker_0", "asker", 0, "asker"),
+        (1, "checker_0", "checker", 0, "checker"),
     ]
     for s in result.samples:
         agent = result.episode.agent(s.agent)
@@ -130,15 +131,17 @@ async def test_records_every_turn_with_its_exact_context(tiny_tokenizer):
             == result.episode.turns[s.turn].actions[s.agent].text
         )
         assert s.rollout_log_probs == [LOG_PROB] * len(s.response_ids)
-        assert s.finish_reason == "stop" and s.group_id == "p0" and s.branch == 0
+        assert s.finish_reason == "stop" and s.branch == 0
     assert "asker_0=asker_0; checker_0=checker_0" in tiny_tokenizer.decode(result.samples[2].prompt_ids)
 
 
 async def test_group_rollouts_batched_per_policy_per_turn(tiny_tokenizer):
     m, backends = manager(tiny_tokenizer, answer_at_turn({"p0": 0, "p1": 1, "p2": 9}), horizon=3)
     with m:
-        results = await m.run(problems("p0", "p1", "p2"), group_size=2)
-    assert [r.group_id for r in results] == ["p0", "p0", "p1", "p1", "p2", "p2"]
+        groups = await m.run(problems("p0", "p1", "p2"), group_size=2)
+    assert [(g.uid, len(g.episodes)) for g in groups] == [("p0", 2), ("p1", 2), ("p2", 2)]
+    assert all(r.episode.problem is g.problem for g in groups for r in g.episodes)
+    results = episodes_of(groups)
     assert len({r.episode_id for r in results}) == 6
     assert [len(r.episode.turns) for r in results] == [1, 1, 2, 2, 3, 3]
     # one call per policy per turn, holding every live episode: 6, then 4 (p0 done), then 2 (p2 at horizon)
@@ -154,11 +157,18 @@ async def test_group_rollouts_batched_per_policy_per_turn(tiny_tokenizer):
 async def test_policy_sharing_routes_agents_to_backends(tiny_tokenizer, sharing, calls):
     m, backends = manager(tiny_tokenizer, lambda prompt: "7", sharing=sharing, agents_per_role=2)
     with m:
-        results = await m.run(problems("p0", "p1"))
+        results = episodes_of(await m.run(problems("p0", "p1")))
     assert {n: b.calls for n, b in backends.items()} == calls
     expected = {"shared": {"shared"}, "agent": {"asker_0", "asker_1", "checker_0", "checker_1"}}[sharing]
     assert {s.policy for r in results for s in r.samples} == expected
     assert all(s.policy == (s.agent if sharing == "agent" else "shared") for r in results for s in r.samples)
+    seats = {(s.agent, s.role, s.agent_index) for r in results for s in r.samples}
+    assert seats == {
+        ("asker_0", "asker", 0),
+        ("asker_1", "asker", 1),
+        ("checker_0", "checker", 0),
+        ("checker_1", "checker", 1),
+    }
 
 
 def test_missing_backend_named(tiny_tokenizer):
@@ -177,7 +187,7 @@ async def test_transient_failure_retried(tiny_tokenizer):
     flaky = ScriptedBackend(tiny_tokenizer, lambda p: "7", fail_calls=1)
     backends = {"asker": flaky, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
     with RolloutManager(workflow, backends, tiny_tokenizer, max_retries=2) as m:
-        [result] = await m.run(problems("p0"))
+        [result] = episodes_of(await m.run(problems("p0")))
     assert flaky.calls == [1, 1]
     assert result.failed_generations == 0 and result.judgement.correct
     assert m.metrics.generation_retries == 1 and m.metrics.failure_reasons["ConnectionError"] == 1
@@ -188,7 +198,7 @@ async def test_persistent_failure_becomes_failed_turns_not_an_error(tiny_tokeniz
     dead = ScriptedBackend(tiny_tokenizer, lambda p: "7", fail_calls=100)
     backends = {"asker": dead, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
     with RolloutManager(workflow, backends, tiny_tokenizer, max_retries=2) as m:
-        results = await m.run(problems("p0", "p1"))
+        results = episodes_of(await m.run(problems("p0", "p1")))
     assert dead.calls == [2, 2, 2, 2, 2, 2]  # 2 turns x (1 try + 2 retries), both episodes batched
     for r in results:
         failed = [s for s in r.samples if s.agent == "asker_0"]
@@ -204,7 +214,7 @@ async def test_timeout_counts_as_failure(tiny_tokenizer):
     slow = ScriptedBackend(tiny_tokenizer, lambda p: "7", delay_s=5.0)
     backends = {"asker": slow, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
     with RolloutManager(workflow, backends, tiny_tokenizer, max_retries=1, generation_timeout_s=0.05) as m:
-        [result] = await m.run(problems("p0"))
+        [result] = episodes_of(await m.run(problems("p0")))
     assert result.failed_generations == 1 and m.metrics.failure_reasons["TimeoutError"] == 2
     assert result.samples[1].finish_reason == "stop"
 
@@ -220,7 +230,7 @@ async def test_malformed_generations_retried_alone(tiny_tokenizer):
     broken = HalfBroken(tiny_tokenizer, lambda p: "7")
     backends = {"asker": broken, "checker": ScriptedBackend(tiny_tokenizer, lambda p: "7")}
     with RolloutManager(RelayWorkflow(), backends, tiny_tokenizer) as m:
-        results = await m.run(problems("p0", "p1", "p2"))
+        results = episodes_of(await m.run(problems("p0", "p1", "p2")))
     assert broken.calls == [3, 1]
     assert m.metrics.failure_reasons["log_probs_length_mismatch"] == 1
     assert all(r.failed_generations == 0 and r.judgement.correct for r in results)

@@ -106,7 +106,9 @@ async def run_tree(tokenizer, uids, branches=3):
 
 
 async def test_branch_rewards_come_from_each_branchs_own_joint_action(tiny_tokenizer):
-    results, _ = await run_tree(tiny_tokenizer, ["p0"])
+    [group] = (await run_tree(tiny_tokenizer, ["p0"]))[0]
+    results = group.episodes
+    assert group.uid == "p0" and len(results) == 3
     assert [r.episode_id.endswith(f"/b{k}") for k, r in enumerate(results)] == [True] * 3
     lead = [r.judgement.local[0, "lead_0"].value for r in results]
     follow = [r.judgement.local[0, "follow_0"].value for r in results]
@@ -117,7 +119,8 @@ async def test_branch_rewards_come_from_each_branchs_own_joint_action(tiny_token
 
 
 async def test_best_branch_per_agent_committed_and_next_prompts_read_it(tiny_tokenizer):
-    results, backends = await run_tree(tiny_tokenizer, ["p0"])
+    [group], backends = await run_tree(tiny_tokenizer, ["p0"])
+    results = group.episodes
     episode = results[0].episode
     assert all(r.episode is episode for r in results)
     # lead's best branch is k=1 (5), follow's is k=0 (3): committed turn 0 = (5, 3), no agreement
@@ -132,10 +135,11 @@ async def test_best_branch_per_agent_committed_and_next_prompts_read_it(tiny_tok
 
 
 async def test_groups_share_identical_histories_and_never_merge_problems(tiny_tokenizer):
-    results, _ = await run_tree(tiny_tokenizer, ["p0", "p1", "p2"])
+    rollout_groups, _ = await run_tree(tiny_tokenizer, ["p0", "p1", "p2"])
+    assert [g.uid for g in rollout_groups] == ["p0", "p1", "p2"]
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
     for policy in ("lead", "follow"):
-        batch = to_dataproto(results, policy, max_prompt_len=512, max_response_len=8, pad_id=eos)
+        batch = to_dataproto(rollout_groups, policy, max_prompt_len=512, max_response_len=8, pad_id=eos)
         groups = defaultdict(list)
         for b in range(len(batch)):
             nt = batch.non_tensor_batch
@@ -151,11 +155,12 @@ async def test_groups_share_identical_histories_and_never_merge_problems(tiny_to
 
 
 async def test_early_termination_keeps_every_agents_final_samples(tiny_tokenizer):
-    results, _ = await run_tree(tiny_tokenizer, ["p1"])
+    [group], _ = await run_tree(tiny_tokenizer, ["p1"])
+    results = group.episodes
     assert len(results[0].episode.turns) == 1 and results[0].episode.turns[0].agreed
     for r in results:
         assert [(s.turn, s.agent) for s in r.samples] == [(0, "lead_0"), (0, "follow_0")]
-    batch = to_dataproto(results, "follow", 512, 8, 0)
+    batch = to_dataproto([group], "follow", 512, 8, 0)
     assert len(batch) == 3 and list(batch.non_tensor_batch["is_last_turn"]) == [True] * 3
 
 

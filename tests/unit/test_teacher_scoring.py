@@ -7,6 +7,7 @@ import torch
 from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_masopd.rollout.batch import column
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.metrics import role_metrics, step_metrics
@@ -71,6 +72,7 @@ def reasoner_batch(responses, rollout_log_probs):
     return DataProto.from_dict(
         tensors={"responses": padded, "response_mask": mask, "rollout_log_probs": rollout},
         non_tensors={
+            "response_ids": column(responses),
             "episode_id": np.array(["e1"] * n, dtype=object),
             "agent": np.array(["reasoner_0"] * n, dtype=object),
             "role": np.array(["reasoner"] * n, dtype=object),

@@ -11,7 +11,7 @@ Per estimator, beyond response_mask:
     grpo     team_reward, local_reward, local_mask, uid/role/turn (algorithm.grpo.group_by)
     at_grpo  team_reward, local_reward, local_mask, uid, agent, turn
     magrpo   team_reward, uid, episode_id, turn, num_turns
-    marft    team_reward, local_reward, local_mask, critic_values [B], episode_id, turn, agent
+    marft    team_reward, local_reward, local_mask, critic_values [B], episode_id, turn, role, agent_index
              (the batch holds every policy's rows: the GAE chain crosses policies)
     cure     uid, episode_id, role, meta_info["cure_matrices"] {uid: ExecutionMatrix}
 Adds batch["advantages"] and batch["returns"], [B, R], and meta_info["advantage_metrics"].
@@ -56,7 +56,7 @@ def _estimator_inputs(data: DataProto, algorithm: DictConfig, name: str) -> dict
         "opd": ("teacher_log_probs",),
         "at_grpo": ("uid", "agent", "turn"),
         "magrpo": ("uid", "episode_id", "turn", "num_turns"),
-        "marft": ("critic_values", "episode_id", "turn", "agent"),
+        "marft": ("critic_values", "episode_id", "turn", "role", "agent_index"),
         "cure": ("uid", "episode_id", "role"),
         "grpo": (),
     }[name]

@@ -2,8 +2,8 @@
 chain (METHOD.md §4, notes/baselines.md).
 
 One action a_{t,i} is one whole response of agent i at turn t. The agents of a turn act on the
-same state (METHOD.md §1), so their order in the chain is a convention: agent names in natural
-order (role name, then index: coder_0, coder_1, tester_0; reasoner_0, tool_user_0). With
+same state (METHOD.md §1), so their order in the chain is a convention: by role name, then
+index within the role (coder_0, coder_1, tester_0; reasoner_0, tool_user_0). With
 V_{t,i} the critic's value of agent i's observation (`critic_values`, [B]) and r_{t,i} the
 combined team + local reward of `rewards.py`, for N agents:
 
@@ -29,7 +29,6 @@ value-loss clip of marft_critic.py), max_grad_norm (0.5);
 the actor runs with policy_loss.loss_mode=marft, clip_ratio 0.2, grad_clip 0.5, lr 1e-6, 1 epoch.
 """
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +68,6 @@ class MarftOptions:
         )
 
 
-def agent_order_key(agent: str) -> tuple[str, int]:
-    """Natural order of agent names "role_index": ("coder", 10) sorts after ("coder", 2)."""
-    match = re.fullmatch(r"(.*)_(\d+)", agent)
-    return (match.group(1), int(match.group(2))) if match else (agent, 0)
-
-
 def row_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """Masked mean over each row's response tokens, [B, R] → [B] (0 for an empty response)."""
     mask = response_mask.float()
@@ -107,7 +100,8 @@ def compute_marft_advantage(
     critic_values: torch.Tensor,
     episode_id: np.ndarray,
     turn: np.ndarray,
-    agent: np.ndarray,
+    role: np.ndarray,
+    agent_index: np.ndarray,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Â and returns per action, broadcast to its tokens. The batch must hold every agent's rows
@@ -121,7 +115,7 @@ def compute_marft_advantage(
         chains[episode_id[i]].append(i)
     row_advantages = torch.zeros(len(rewards))
     for rows in chains.values():
-        rows.sort(key=lambda i: (int(turn[i]), agent_order_key(str(agent[i]))))
+        rows.sort(key=lambda i: (int(turn[i]), str(role[i]), int(agent_index[i])))
         chain = chain_gae([rewards[i] for i in rows], [values[i] for i in rows], options.gamma, options.lam)
         row_advantages[rows] = torch.tensor(chain)
 

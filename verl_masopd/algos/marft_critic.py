@@ -20,6 +20,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedModel
 
 from verl_masopd.algos.marft import MarftOptions
+from verl_masopd.token_layout import position_ids
 
 
 class ValueHead(nn.Module):
@@ -66,8 +67,8 @@ class MarftCritic:
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """h(o) for left- or right-padded observations, [B, H] in float32."""
         mask = attention_mask.long()
-        position_ids = (mask.cumsum(dim=-1) - 1).clamp(min=0)
-        hidden = self.encoder(input_ids=input_ids, attention_mask=mask, position_ids=position_ids).last_hidden_state
+        positions = position_ids(mask)
+        hidden = self.encoder(input_ids=input_ids, attention_mask=mask, position_ids=positions).last_hidden_state
         last = mask.cumsum(dim=-1).argmax(dim=-1)
         return hidden[torch.arange(hidden.shape[0]), last].float()
 

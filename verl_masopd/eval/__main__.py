@@ -1,11 +1,18 @@
 """Evaluate frozen policies on a parquet file of problems.
 
+  python -m verl_masopd.eval --data X.parquet --checkpoint RUN_DIR/checkpoints --k 1 --out DIR
   python -m verl_masopd.eval --data X.parquet --model PATH [--role-model coder=PATH ...]
       --workflow mas|sa --horizon 4 --k 1 [--prompt-style paper|compact] --out DIR
 
-Models are HF checkpoints given by path (every role uses --model unless --role-model names
-another; the tokenizer is --model's). Sampling defaults are METHOD.md's evaluation settings
-(temperature 0.6, top-p 0.95, top-k 20, horizon 4); SA+ST is `--workflow sa --horizon 1`.
+With --checkpoint (a training checkpoint, or a run's checkpoint folder for its newest one) every
+policy plays with its trained weights, and the system is the one the run trained: workflow,
+agents per role, policy sharing, horizon, response budget, prompt style and context layout come
+from the run's saved configuration (eval/run_config.py); any of these flags given overrides it.
+Otherwise models are HF checkpoints given by path: every policy uses --model unless
+--role-model names another (POLICY=PATH; under the default policy sharing "role", a role's
+name); the tokenizer is --model's, else the first policy's. Sampling defaults are METHOD.md's
+evaluation settings (temperature 0.6, top-p 0.95, top-k 20, horizon 4); SA+ST is
+`--workflow sa --horizon 1`.
 Writes DIR/records.jsonl (one line per problem), DIR/summary.md, DIR/summary.csv and
 DIR/settings.json (what the evaluation ran with; the report compares it across runs).
 
@@ -29,45 +36,48 @@ from tqdm import tqdm
 
 from verl_masopd.cli_args import count
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer
+from verl_masopd.eval.run_config import DEFAULTS, policy_model, resolve_run_arguments
 from verl_masopd.eval.runner import evaluate
 from verl_masopd.eval.settings import eval_settings, write_settings
 from verl_masopd.eval.summary import summarize, write_summary
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
-from verl_masopd.workflows.prompted import PAPER, PROMPT_STYLES
+from verl_masopd.workflows.prompted import PROMPT_STYLES
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m verl_masopd.eval", description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="parquet file in the project's row schema")
-    p.add_argument("--model", required=True, help="HF checkpoint path used by every role (and its tokenizer)")
+    p.add_argument("--checkpoint", help="training checkpoint (or a run's checkpoint folder): its policies and system")
+    p.add_argument("--model", help="HF checkpoint path used by every policy (and its tokenizer)")
     p.add_argument(
         "--role-model",
         action="append",
         default=[],
-        metavar="ROLE=PATH",
-        help="another checkpoint for one role (repeatable)",
+        metavar="POLICY=PATH",
+        help="another checkpoint for one policy (a role under policy sharing 'role'; repeatable)",
     )
-    p.add_argument("--workflow", choices=("mas", "sa"), default="mas")
-    p.add_argument("--horizon", type=count, default=4)
-    p.add_argument("--prompt-style", choices=PROMPT_STYLES, default=PAPER, help="the workflow's prompt texts")
-    p.add_argument("--agents-per-role", type=count, default=1)
+    p.add_argument("--workflow", choices=("mas", "sa"), help=f"default: the checkpoint's, else {DEFAULTS['workflow']}")
+    p.add_argument("--horizon", type=count, help=f"default: the checkpoint's, else {DEFAULTS['horizon']}")
+    p.add_argument("--prompt-style", choices=PROMPT_STYLES, help="the workflow's prompt texts (default: as --horizon)")
+    p.add_argument("--agents-per-role", type=count, help="default: the checkpoint's, else 1")
+    p.add_argument("--policy-sharing", choices=SHARINGS, help="which agents share a policy (default: as --horizon)")
     p.add_argument(
         "--context-layout",
         choices=("role_first", "role_last"),
-        default="role_first",
-        help="where the role instruction goes; use the layout the model was trained with (workflow.context_layout)",
+        help="where the role instruction goes (default: the checkpoint's workflow.context_layout, else role_first)",
     )
     p.add_argument("--k", type=count, default=1, help="episodes per problem")
     p.add_argument("--temperature", type=float, default=0.6)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--top-k", type=int, default=20)
-    p.add_argument("--max-new-tokens", type=count, default=4096)
+    p.add_argument("--max-new-tokens", type=count, help="default: the checkpoint's data.max_response_length, else 4096")
     p.add_argument("--batch-size", type=count, default=32, help="problems played at once")
     p.add_argument("--limit", type=count, help="evaluate the first N problems only")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
@@ -105,16 +115,21 @@ def load_problems(path: str, limit: int | None) -> list[Problem]:
     return problems
 
 
-def role_paths(workflow, default: str, overrides: list[str], swap: bool = False) -> dict[str, str]:
-    """{role: checkpoint}; with `swap`, role i gets the checkpoint of role i + 1 (cyclically)."""
-    paths = dict.fromkeys(workflow.roles, default)
+def policy_paths(
+    workflow, sharing: str, base: dict[str, str], overrides: list[str], swap: bool = False
+) -> dict[str, str]:
+    """{policy: checkpoint}: `base`, then each POLICY=PATH of `overrides`; with `swap` (policy
+    sharing "role"), role i gets the checkpoint of role i + 1 (cyclically)."""
+    paths = dict(base)
     for item in overrides:
-        role, sep, path = item.partition("=")
-        if not sep or role not in paths:
-            raise ValueError(f"--role-model {item!r}: expected ROLE=PATH with ROLE one of {list(workflow.roles)}")
-        paths[role] = path
+        name, sep, path = item.partition("=")
+        if not sep or name not in paths:
+            raise ValueError(f"--role-model {item!r}: expected POLICY=PATH with POLICY one of {list(paths)}")
+        paths[name] = path
     if not swap:
         return paths
+    if sharing != "role":
+        raise ValueError(f"--swap-roles needs one policy per role (policy sharing 'role'), got {sharing!r}")
     roles = list(workflow.roles)
     if len(roles) < 2:
         raise ValueError(f"--swap-roles: the {workflow.name!r} workflow has one role, no seat to swap")
@@ -133,14 +148,20 @@ def check_models(paths: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if not (args.model or args.checkpoint):
+            raise ValueError("give --checkpoint or --model")
+        checkpoint = resolve_run_arguments(args)
         problems = load_problems(args.data, args.limit)
         workflow = make_workflow(
             args.workflow, problems[0].domain, args.agents_per_role, args.horizon, prompt_style=args.prompt_style
         )
-        paths = role_paths(workflow, args.model, args.role_model, args.swap_roles)
+        policies = policies_of(workflow.agents, args.policy_sharing)
+        base = {p: args.model or policy_model(checkpoint, p) for p in policies}
+        paths = policy_paths(workflow, args.policy_sharing, base, args.role_model, args.swap_roles)
         if args.teacher and len(workflow.roles) < 2:
             raise ValueError(f"--teacher: the {args.workflow!r} workflow has one role, no contrasting role to score")
-        check_models([args.model, *paths.values(), *([args.teacher] if args.teacher else [])])
+        tokenizer_path = args.model or paths[policies[0]]
+        check_models([tokenizer_path, *paths.values(), *([args.teacher] if args.teacher else [])])
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as e:
@@ -148,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     dtype = getattr(torch, args.dtype)
     loaded = {
-        path: HFBackend(path, dtype=dtype, seed=args.seed) for path in dict.fromkeys([args.model, *paths.values()])
+        path: HFBackend(path, dtype=dtype, seed=args.seed) for path in dict.fromkeys([tokenizer_path, *paths.values()])
     }
-    backends = {role: loaded[path] for role, path in paths.items()}
+    backends = {policy: loaded[path] for policy, path in paths.items()}
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens)
-    tokenizer = loaded[args.model].tokenizer
+    tokenizer = loaded[tokenizer_path].tokenizer
     role_advantage = None
     if args.teacher:
         # micro-batches no longer than one teacher sequence may be: without a varlen attention
@@ -173,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             workflow,
             backends,
             tokenizer,
-            policy_sharing="role",
+            policy_sharing=args.policy_sharing,
             sampling=sampling,
             context_layout=args.context_layout,
         ) as manager,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from verl_masopd.rollout.batch import to_dataproto
-from verl_masopd.rollout.records import FAILED, EpisodeResult
+from verl_masopd.rollout.records import FAILED, RolloutGroup, episodes_of
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.scoring import TeacherScorer, TeacherScoring
 from verl_masopd.workflows.base import Workflow
@@ -33,13 +33,14 @@ class RoleAdvantageScorer:
         self.scoring = TeacherScoring(builder, scorer, len(workflow.roles) - 1, pac_enable=False)
         self.pad_id = tokenizer.pad_token_id
 
-    async def __call__(self, results: Sequence[EpisodeResult]) -> dict[tuple[str, int, str], float]:
+    async def __call__(self, groups: Sequence[RolloutGroup]) -> dict[tuple[str, int, str], float]:
+        results = episodes_of(groups)
         samples = [s for r in results for s in r.samples if s.finish_reason != FAILED]
         longest = max((len(s.response_ids) for s in samples), default=0)
         widest = max((len(s.prompt_ids) for s in samples), default=0)
         if longest == 0:
             return {}
-        batch = to_dataproto(results, None, widest, longest, self.pad_id)
+        batch = to_dataproto(groups, None, widest, longest, self.pad_id)
         await self.scoring.score(batch, {r.episode_id: r.episode for r in results})
         mask = batch.batch["response_mask"].float()
         delta = batch.batch["teacher_log_probs"] - batch.batch["teacher_contrast_log_probs"].mean(dim=1)

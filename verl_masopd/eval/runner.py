@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer, annotate
 from verl_masopd.rollout.manager import RolloutManager
-from verl_masopd.rollout.records import EpisodeResult
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -24,18 +24,19 @@ async def evaluate(
     records = []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
-        results = await manager.run(chunk, group_size=k, on_episode_done=on_episode_done)
-        advantages = await role_advantage(results) if role_advantage is not None else None
-        for i, problem in enumerate(chunk):
-            records.append(problem_record(manager.workflow, problem, results[i * k : (i + 1) * k]))
+        groups = await manager.run(chunk, group_size=k, on_episode_done=on_episode_done)
+        advantages = await role_advantage(groups) if role_advantage is not None else None
+        for group in groups:
+            records.append(problem_record(manager.workflow, group))
             if advantages is not None:
                 annotate(records[-1], advantages)
     return records
 
 
-def problem_record(workflow: Workflow, problem: Problem, results: list[EpisodeResult]) -> dict:
+def problem_record(workflow: Workflow, group: RolloutGroup) -> dict:
     """uid, per-episode outputs / verdicts / turns / correctness, and the problem's accuracy."""
-    episodes = [episode_record(workflow, r) for r in results]
+    problem = group.problem
+    episodes = [episode_record(workflow, r) for r in group.episodes]
     return {
         "uid": problem.uid,
         "domain": problem.domain,
@@ -46,7 +47,8 @@ def problem_record(workflow: Workflow, problem: Problem, results: list[EpisodeRe
 
 
 def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
-    """Outcome and per-turn outputs (raw text and parsed fields), reports, agreement and verdicts."""
+    """The seats (name → role and index), the outcome and per-turn outputs (raw text and parsed
+    fields), reports, agreement and verdicts."""
     episode, judgement = result.episode, result.judgement
     turns = []
     for turn in episode.turns:
@@ -65,6 +67,7 @@ def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
         )
     return {
         "episode_id": result.episode_id,
+        "agents": {a.name: {"role": a.role, "index": a.index} for a in episode.agents},
         "correct": judgement.correct,
         "team": judgement.team,
         "submission": judgement.submission,

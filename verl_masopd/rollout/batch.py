@@ -1,11 +1,8 @@
 """Finished episodes -> one verl `DataProto` per policy (fields: see the module's `to_dataproto`).
 
-Layout of a row (one agent's response at one turn), P = longest kept prompt, R = longest kept
-response in the batch (each at most its limit):
-  prompts [P]    pad … pad u_1 … u_n          (left-padded)
-  responses [R]  y_1 … y_L pad … pad          (right-padded)
-  input_ids = prompts ‖ responses; attention_mask 1 on real tokens; position_ids = running count
-  of real tokens − 1 (0 on left padding); response_mask 1 on y; rollout_log_probs ℓS_k on y, 0 on padding.
+A row is one agent's response at one turn, in the project's token layout (`verl_masopd.token_layout`:
+prompts left-padded to the longest kept prompt, responses right-padded to the longest kept
+response, each at most its limit); rollout_log_probs ℓS_k on y, 0 on padding.
 
 Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
 history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
@@ -23,43 +20,41 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from verl_masopd.rollout.records import FAILED, EpisodeResult
+from verl_masopd.rollout.records import FAILED, RolloutGroup
+from verl_masopd.token_layout import prompt_response_tensors, right_padded
+
+
+def column(values: Sequence) -> np.ndarray:
+    """A non-tensor batch column: one object per row (a list stays one row's list)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
 
 
 def to_dataproto(
-    results: Sequence[EpisodeResult], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
+    groups: Sequence[RolloutGroup], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
 ) -> DataProto:
-    """The rows of `policy`'s samples in `results` (every policy's when None, one joint batch),
-    with team/local rewards from each judgement.
+    """The rows of `policy`'s samples in `groups` (every policy's when None, one joint batch),
+    with team/local rewards from each judgement; "uid" is the row's group key and
+    "response_ids" the sample's kept response tokens (a list, as `responses` holds them padded).
 
     team_reward = judgement.team; local_reward = judgement.local[(turn, agent)].value, and
     local_mask = 1 when that reward exists with mask True (else local_reward = 0, local_mask = 0).
     """
     if max_prompt_len < 1 or max_response_len < 1:
         raise ValueError(f"max_prompt_len and max_response_len must be >= 1, got {max_prompt_len}, {max_response_len}")
-    mine = [(r, s) for r in results for s in r.samples if policy is None or s.policy == policy]
-    rows = [(r, s) for r, s in mine if s.finish_reason != FAILED]
+    mine = [(g, r, s) for g in groups for r in g.episodes for s in r.samples if policy is None or s.policy == policy]
+    rows = [(r, s) for _, r, s in mine if s.finish_reason != FAILED]
+    uids = [g.uid for g, _, s in mine if s.finish_reason != FAILED]
     failed = len(mine) - len(rows)
     if not rows:
         raise ValueError(f"no trainable samples for policy {policy!r} ({failed} failed)")
     prompts = [s.prompt_ids[-max_prompt_len:] for _, s in rows]
     responses = [s.response_ids[:max_response_len] for _, s in rows]
     log_probs = [s.rollout_log_probs[:max_response_len] for _, s in rows]
-    P, R, B = max(map(len, prompts)), max(map(len, responses)), len(rows)
-
-    prompt_t = torch.full((B, P), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((B, P), dtype=torch.long)
-    response_t = torch.full((B, R), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((B, R), dtype=torch.long)
-    log_prob_t = torch.zeros((B, R), dtype=torch.float32)
-    for b, (p, y, lp) in enumerate(zip(prompts, responses, log_probs, strict=True)):
-        prompt_t[b, P - len(p) :] = torch.tensor(p, dtype=torch.long)
-        prompt_mask[b, P - len(p) :] = 1
-        response_t[b, : len(y)] = torch.tensor(y, dtype=torch.long)
-        response_mask[b, : len(y)] = 1
-        log_prob_t[b, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
-    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-    position_ids = (torch.cumsum(attention_mask, dim=1) - 1).clamp(min=0)
+    tensors = prompt_response_tensors(prompts, responses, pad_id)
+    log_prob_t, _ = right_padded(log_probs, 0.0, torch.float32)
 
     team, local, local_mask = [], [], []
     for r, s in rows:
@@ -69,35 +64,27 @@ def to_dataproto(
         local.append(reward.value if available else 0.0)
         local_mask.append(1.0 if available else 0.0)
 
-    def column(values, dtype=object) -> np.ndarray:
-        out = np.empty(B, dtype=dtype)
-        out[:] = values
-        return out
-
     return DataProto.from_dict(
         tensors={
-            "prompts": prompt_t,
-            "responses": response_t,
-            "input_ids": torch.cat([prompt_t, response_t], dim=1),
-            "attention_mask": attention_mask,
-            "position_ids": position_ids,
-            "response_mask": response_mask,
+            **tensors,
             "rollout_log_probs": log_prob_t,
             "team_reward": torch.tensor(team, dtype=torch.float32),
             "local_reward": torch.tensor(local, dtype=torch.float32),
             "local_mask": torch.tensor(local_mask, dtype=torch.float32),
         },
         non_tensors={
-            "uid": column([s.group_id for _, s in rows]),
+            "uid": column(uids),
+            "response_ids": column(responses),
             "episode_id": column([s.episode_id for _, s in rows]),
             "branch": column([s.branch for _, s in rows]),
             "turn": column([s.turn for _, s in rows]),
             "agent": column([s.agent for _, s in rows]),
             "role": column([s.role for _, s in rows]),
+            "agent_index": column([s.agent_index for _, s in rows]),
             "policy": column([s.policy for _, s in rows]),
             "num_turns": column([len(r.episode.turns) for r, _ in rows]),
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
-            "privileged": column([False] * B),
+            "privileged": column([False] * len(rows)),
         },
         meta_info={
             "policy": policy,

@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.records import LENGTH, STOP
+from verl_masopd.token_layout import left_padded
 
 
 class HFBackend:
@@ -74,12 +75,8 @@ class HFBackend:
             return []
         if any(not p for p in prompts):
             raise ValueError("empty prompt: every prompt needs at least one token")
-        width = max(map(len, prompts))
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for b, p in enumerate(prompts):
-            input_ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attention_mask[b, width - len(p) :] = 1
+        input_ids, attention_mask = left_padded(prompts, self.pad_id)
+        width = input_ids.shape[1]
         greedy = sampling.temperature <= 0
         sampling_kwargs = (
             {"do_sample": False}

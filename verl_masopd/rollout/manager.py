@@ -1,11 +1,12 @@
 """The asynchronous multi-agent episode runner.
 
-For G rollouts of each problem the manager plays the workflow turn by turn until agreement or the
-horizon: at turn t every live agent's context u (`verl_masopd.context`: render(episode, agent, t) in the layout) is
-sent to its policy's backend, the responses are parsed into actions and `workflow.step` executes
-them. The requests of all live episodes for one policy at one turn go to the backend as one call
-(the policies' calls run concurrently); `step` and `judge` (sandbox work, blocking) run in a
-thread pool so the event loop keeps serving the backends.
+For G rollouts of each problem (one `RolloutGroup`) the manager plays the workflow turn by turn
+until agreement or the horizon: at turn t every live agent's context u (`verl_masopd.context`:
+render(episode, agent, t) in the layout) is sent to its policy's backend, the responses are parsed
+into actions (`sample_turn`, the single-turn sampling that the tree sampler reuses) and
+`workflow.step` executes them. The requests of all live episodes for one policy at one turn go to
+the backend as one call (the policies' calls run concurrently); `step` and `judge` (sandbox work,
+blocking) run in a thread pool so the event loop keeps serving the backends.
 
 A generation that raises, times out or comes back malformed is retried up to `max_retries`
 times; after that the turn is recorded as failed (empty response, finish_reason "failed"): the
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from verl_masopd.context import ContextEncoder
 from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams
 from verl_masopd.rollout.policies import policies_of, policy_of
-from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, Sample
+from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, RolloutGroup, Sample
 from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -34,12 +35,41 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Request:
-    """One generation request: `agent` of the episode `key` at the current turn, context `prompt_ids`."""
+    """One generation request: context `prompt_ids` for `policy`."""
 
-    key: object
+    policy: str
+    prompt_ids: list[int]
+
+
+@dataclass
+class Draw:
+    """One agent's sampled response at one turn and the action parsed from it."""
+
     agent: Agent
     policy: str
     prompt_ids: list[int]
+    generation: Generation
+    action: Action
+
+    @property
+    def failed(self) -> bool:
+        return self.generation.finish_reason == FAILED
+
+    def sample(self, episode_id: str, branch: int, turn: int) -> Sample:
+        gen = self.generation
+        return Sample(
+            episode_id,
+            branch,
+            turn,
+            self.agent.name,
+            self.agent.role,
+            self.agent.index,
+            self.policy,
+            list(self.prompt_ids),
+            list(gen.token_ids),
+            list(gen.log_probs),
+            gen.finish_reason,
+        )
 
 
 @dataclass
@@ -62,7 +92,6 @@ class RolloutMetrics:
 @dataclass
 class _Live:
     episode_id: str
-    group_id: str
     episode: Episode
     samples: list[Sample] = field(default_factory=list)
     failed: int = 0
@@ -125,24 +154,18 @@ class RolloutManager:
         problems: Sequence[Problem],
         group_size: int = 1,
         on_episode_done: Callable[[EpisodeResult], None] | None = None,
-    ) -> list[EpisodeResult]:
-        """G = `group_size` episodes per problem, all played at once; results in problem order.
-
-        Episodes of one problem share `group_id` = the problem uid (the GRPO group key).
-        """
+    ) -> list[RolloutGroup]:
+        """One `RolloutGroup` per problem, in problem order: G = `group_size` episodes each, all
+        played at once."""
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         check_unique_uids(problems)
-        lives = [
-            _Live(self.new_episode_id(p.uid), p.uid, self.workflow.reset(p))
-            for p in problems
-            for _ in range(group_size)
-        ]
+        lives = [_Live(*self.new_episode(p)) for p in problems for _ in range(group_size)]
         results: dict[int, EpisodeResult] = {}
 
         async def finish(i: int, live: _Live) -> None:
             judgement = await self.judge(live.episode)
-            result = EpisodeResult(live.episode_id, live.group_id, live.episode, live.samples, judgement, live.failed)
+            result = EpisodeResult(live.episode_id, live.episode, live.samples, judgement, live.failed)
             results[i] = result
             self.metrics.episodes += 1
             if on_episode_done is not None:
@@ -152,19 +175,13 @@ class RolloutManager:
         active = list(enumerate(lives))
         while active:
             turn = len(active[0][1].episode.turns)
-            requests = [
-                Request(i, a, policy_of(a, self.policy_sharing), self.context_ids(live.episode, a, turn))
-                for i, live in active
-                for a in live.episode.agents
-            ]
-            generations = await self.generate(requests)
-            actions: dict[int, dict[str, Action]] = {i: {} for i, _ in active}
-            for request, gen in zip(requests, generations, strict=True):
-                live = lives[request.key]
-                actions[request.key][request.agent.name] = self.action_of(request.agent, gen)
-                live.samples.append(self.sample_of(live.episode_id, live.group_id, 0, turn, request, gen))
-                live.failed += gen.finish_reason == FAILED
-            steps = [self.step(live.episode, actions[i]) for i, live in active]
+            draws = await self.sample_turn([live.episode for _, live in active])
+            steps = []
+            for (_, live), [joint] in zip(active, draws, strict=True):
+                for draw in joint.values():
+                    live.samples.append(draw.sample(live.episode_id, 0, turn))
+                    live.failed += draw.failed
+                steps.append(self.step(live.episode, {name: draw.action for name, draw in joint.items()}))
             await asyncio.gather(*steps)
             self.metrics.turns += len(active)
             for i, live in active:
@@ -172,7 +189,35 @@ class RolloutManager:
                     finishing.append(asyncio.ensure_future(finish(i, live)))
             active = [(i, live) for i, live in active if not live.episode.done]
         await asyncio.gather(*finishing)
-        return [results[i] for i in range(len(lives))]
+        return [
+            RolloutGroup(problem, [results[p * group_size + g] for g in range(group_size)])
+            for p, problem in enumerate(problems)
+        ]
+
+    async def sample_turn(self, episodes: Sequence[Episode], copies: int = 1) -> list[list[dict[str, Draw]]]:
+        """`copies` joint actions for each episode at its current turn: out[e][k][agent name].
+
+        Every live agent's context u is rendered once and sampled `copies` times; the requests of
+        all episodes go to each policy's backend as one call, episode-major, agent, then copy.
+        """
+        seats = []
+        for episode in episodes:
+            turn = len(episode.turns)
+            for agent in episode.agents:
+                seats.append((agent, policy_of(agent, self.policy_sharing), self.context_ids(episode, agent, turn)))
+        requests = [Request(policy, prompt) for _, policy, prompt in seats for _ in range(copies)]
+        generations = iter(await self.generate(requests))
+        out: list[list[dict[str, Draw]]] = []
+        seat = iter(seats)
+        for episode in episodes:
+            joints: list[dict[str, Draw]] = [{} for _ in range(copies)]
+            for _ in episode.agents:
+                agent, policy, prompt = next(seat)
+                for k in range(copies):
+                    gen = next(generations)
+                    joints[k][agent.name] = Draw(agent, policy, prompt, gen, self.action_of(agent, gen))
+            out.append(joints)
+        return out
 
     def context_ids(self, episode: Episode, agent: Agent, turn: int) -> list[int]:
         """u: the token ids of what `agent` sees at `turn`, in the context layout.
@@ -188,22 +233,6 @@ class RolloutManager:
     def action_of(self, agent: Agent, generation: Generation) -> Action:
         text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
         return self.workflow.parse(agent, text)
-
-    @staticmethod
-    def sample_of(episode_id: str, group_id: str, branch: int, turn: int, request: Request, gen: Generation) -> Sample:
-        return Sample(
-            episode_id,
-            group_id,
-            branch,
-            turn,
-            request.agent.name,
-            request.agent.role,
-            request.policy,
-            list(request.prompt_ids),
-            list(gen.token_ids),
-            list(gen.log_probs),
-            gen.finish_reason,
-        )
 
     async def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
         """`workflow.step` in the thread pool; checks the workflow ends episodes at its horizon."""
@@ -272,10 +301,11 @@ class RolloutManager:
             self.metrics.failed_generations += 1
         return results  # type: ignore[return-value]
 
-    def new_episode_id(self, uid: str) -> str:
-        """An id unique over this manager's lifetime: the problem uid and a counter."""
+    def new_episode(self, problem: Problem) -> tuple[str, Episode]:
+        """A fresh episode of `problem` and its id, unique over this manager's lifetime: the
+        problem uid and a counter."""
         self._episode_counter += 1
-        return f"{uid}#{self._episode_counter}"
+        return f"{problem.uid}#{self._episode_counter}", self.workflow.reset(problem)
 
 
 def _malformed(gen: Generation) -> str | None:

@@ -11,16 +11,11 @@ from verl_masopd.workflows.base import Agent
 SHARINGS = ("role", "agent", "shared")
 
 
-def policy_of(agent: Agent | str, sharing: str) -> str:
-    """The policy name that `agent` samples from and trains under `sharing`.
-
-    `agent` is an `Agent` or an agent name; a name "{role}_{index}" (the `Workflow` seat naming)
-    gives its role by dropping the index.
-    """
+def policy_of(agent: Agent, sharing: str) -> str:
+    """The policy name that `agent` samples from and trains under `sharing`."""
     if sharing not in SHARINGS:
         raise ValueError(f"policy_sharing must be one of {SHARINGS}, got {sharing!r}")
-    name, role = (agent.name, agent.role) if isinstance(agent, Agent) else (agent, agent.rsplit("_", 1)[0])
-    return {"role": role, "agent": name, "shared": "shared"}[sharing]
+    return {"role": agent.role, "agent": agent.name, "shared": "shared"}[sharing]
 
 
 def policies_of(agents, sharing: str) -> list[str]:

@@ -8,12 +8,15 @@ Per agent the best branch k*_a = argmax_k r_a^k (ties: lowest k) is copied to al
 committed turn is a fresh `step` of E with the joint action (y_1^{k*_1}, ..., y_N^{k*_N}), so the
 next turn's contexts and rewards are read from the state that action produced.
 
-Result: K `EpisodeResult`s per problem (branch k = the k-th candidate of every (agent, turn)),
-all sharing E and group_id = the problem uid; so the K rows of one (problem, agent, turn) have
+Result: one `RolloutGroup` per problem of K `EpisodeResult`s (branch k = the k-th candidate of
+every (agent, turn)), all sharing E; so the K rows of one (problem, agent, turn) have
 the same context u_a — a valid GRPO group. Each result's `judgement` holds E's final team
 signal, submission and correctness, and `local[(t, a)]` = branch k's r_a^k: the team signal is
 the same for the whole group, so the group advantage is driven by r_a^k, the value the branch
 was selected by. An episode that ends at turn t keeps every agent's K samples of turn t.
+
+A turn's K candidates are the manager's `sample_turn` with K copies; stepping and judging are the
+manager's too.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verl_masopd.rollout.manager import Request, RolloutManager, check_unique_uids
-from verl_masopd.rollout.policies import policy_of
-from verl_masopd.rollout.records import FAILED, EpisodeResult, Sample
+from verl_masopd.rollout.manager import RolloutManager, check_unique_uids
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
 from verl_masopd.workflows.base import Action, Episode, Judgement, Reward
 from verl_masopd.workflows.problem import Problem
 
@@ -51,49 +53,49 @@ class TreeSampler:
         self.manager = manager
         self.branches = branches
 
-    async def run(self, problems: Sequence[Problem]) -> list[EpisodeResult]:
-        """K results per problem, problem-major, branch-minor."""
+    async def run(self, problems: Sequence[Problem]) -> list[RolloutGroup]:
+        """One group of K results per problem, in problem order, branch-minor."""
         check_unique_uids(problems)
         m, K = self.manager, self.branches
         trees = [self._new_tree(p) for p in problems]
         active = list(range(len(trees)))
         while active:
             turn = len(trees[active[0]].episode.turns)
-            requests = []
-            for i in active:
-                for a in trees[i].episode.agents:
-                    prompt = m.context_ids(trees[i].episode, a, turn)
-                    requests.extend(Request((i, k), a, policy_of(a, m.policy_sharing), prompt) for k in range(K))
-            generations = await m.generate(requests)
-            actions: dict[tuple[int, int], dict[str, Action]] = {(i, k): {} for i in active for k in range(K)}
-            for request, gen in zip(requests, generations, strict=True):
-                i, k = request.key
+            draws = await m.sample_turn([trees[i].episode for i in active], copies=K)
+            advancing = []
+            for i, joints in zip(active, draws, strict=True):
                 tree = trees[i]
-                actions[i, k][request.agent.name] = m.action_of(request.agent, gen)
-                tree.samples[k].append(m.sample_of(tree.episode_ids[k], tree.problem.uid, k, turn, request, gen))
-                tree.failed[k] += gen.finish_reason == FAILED
-            await asyncio.gather(*(self._advance(trees[i], turn, [actions[i, k] for k in range(K)]) for i in active))
+                for k, joint in enumerate(joints):
+                    for draw in joint.values():
+                        tree.samples[k].append(draw.sample(tree.episode_ids[k], k, turn))
+                        tree.failed[k] += draw.failed
+                advancing.append(self._advance(tree, turn, [{n: d.action for n, d in j.items()} for j in joints]))
+            await asyncio.gather(*advancing)
             m.metrics.turns += len(active)
             active = [i for i in active if not trees[i].episode.done]
         judgements = await asyncio.gather(*(m.judge(t.episode) for t in trees))
-        results = []
+        groups = []
         for tree, final in zip(trees, judgements, strict=True):
-            for k in range(K):
-                judgement = Judgement(final.correct, final.team, final.submission, dict(tree.local[k]))
-                results.append(
-                    EpisodeResult(
-                        tree.episode_ids[k], tree.problem.uid, tree.episode, tree.samples[k], judgement, tree.failed[k]
-                    )
+            results = [
+                EpisodeResult(
+                    tree.episode_ids[k],
+                    tree.episode,
+                    tree.samples[k],
+                    Judgement(final.correct, final.team, final.submission, dict(tree.local[k])),
+                    tree.failed[k],
                 )
-        m.metrics.episodes += len(results)
-        return results
+                for k in range(K)
+            ]
+            groups.append(RolloutGroup(tree.problem, results))
+        m.metrics.episodes += K * len(trees)
+        return groups
 
     def _new_tree(self, problem: Problem) -> _Tree:
         K = self.branches
-        base_id = self.manager.new_episode_id(problem.uid)
+        base_id, episode = self.manager.new_episode(problem)
         return _Tree(
             problem,
-            self.manager.workflow.reset(problem),
+            episode,
             [[] for _ in range(K)],
             [{} for _ in range(K)],
             [0] * K,

@@ -1,5 +1,7 @@
-"""The engine teacher scorer: verl's engine holding the teacher weights (`trainer.engine.PolicyEngine`,
-forward-only), on CPU and GPU.
+"""The engine teacher scorer: verl's engine holding the teacher weights, forward-only, on CPU and GPU.
+
+The scorer depends on `LogProbEngine`, the two calls it makes; the trainer's `PolicyEngine`
+(forward-only) provides them.
 
 A pass is one `infer_batch` over the per-policy layout with the teacher contexts x_q as prompts
 (left-padded) and the students' responses (right-padded): the engine returns
@@ -16,45 +18,37 @@ flash-attention). benchmarks/teacher_cost.py measures it against the packed pass
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 from verl import DataProto
 
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.trainer.engine import PolicyEngine
+from verl_masopd.token_layout import prompt_response_tensors
+
+
+class LogProbEngine(Protocol):
+    """What the teacher scorer needs of a model engine."""
+
+    def infer_batch(self, batch: DataProto) -> torch.Tensor:
+        """log π(responses[b, i] | prompts[b], responses[b, <i]) [B, R], 0 on padding."""
+
+    def score_shared_prefix(self, requests: Sequence[ScoreRequest]) -> tuple[list[list[float]], int]:
+        """Per request, its response's log-probs, scoring each common context prefix once; and
+        the number of tokens run through the model."""
 
 
 def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
-    """prompts ‖ responses rows for `requests`: left-padded contexts, right-padded responses."""
-    B = len(requests)
-    P = max(len(r.context_ids) for r in requests)
-    R = max(len(r.response_ids) for r in requests)
-    prompts = torch.full((B, P), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((B, P), dtype=torch.long)
-    responses = torch.full((B, R), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((B, R), dtype=torch.long)
-    for b, r in enumerate(requests):
-        prompts[b, P - len(r.context_ids) :] = torch.tensor(r.context_ids, dtype=torch.long)
-        prompt_mask[b, P - len(r.context_ids) :] = 1
-        responses[b, : len(r.response_ids)] = torch.tensor(r.response_ids, dtype=torch.long)
-        response_mask[b, : len(r.response_ids)] = 1
-    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    """The rows of `requests` in the token layout (`verl_masopd.token_layout`): contexts as prompts."""
     return DataProto.from_dict(
-        tensors={
-            "prompts": prompts,
-            "responses": responses,
-            "input_ids": torch.cat([prompts, responses], dim=1),
-            "attention_mask": attention_mask,
-            "position_ids": (torch.cumsum(attention_mask, dim=1) - 1).clamp(min=0),
-            "response_mask": response_mask,
-        }
+        tensors=prompt_response_tensors([r.context_ids for r in requests], [r.response_ids for r in requests], pad_id)
     )
 
 
 class EngineTeacherScorer:
-    """TeacherScorer over a forward-only `PolicyEngine` with the teacher's weights."""
+    """TeacherScorer over a forward-only `LogProbEngine` with the teacher's weights."""
 
-    def __init__(self, engine: PolicyEngine, pad_id: int, share_prefix: bool = False):
+    def __init__(self, engine: LogProbEngine, pad_id: int, share_prefix: bool = False):
         self.engine = engine
         self.pad_id = pad_id
         self.shares_prefixes = share_prefix

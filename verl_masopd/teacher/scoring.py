@@ -13,7 +13,9 @@ Alignment: a scorer sees seq = x_q + y, whose length differs from the student's 
 a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i,
 and lands on response position i of the student's right-padded response tensors.
 
-Output fields of the per-policy batch: teacher_log_probs [B, R] (q = r),
+Input: the rows' response tokens come from the samples (the non-tensor column "response_ids" of
+`rollout.batch.to_dataproto`), with episode_id, agent, turn and role. Output fields of the
+per-policy batch: teacher_log_probs [B, R] (q = r),
 teacher_contrast_log_probs [B, κ, R] (κ ≥ 1 only), privileged (non-tensor bool: x_r had a PAC
 block), and meta_info["teacher"] with token and truncation counts. Padding positions hold 0.
 """
@@ -116,11 +118,10 @@ class TeacherScoring:
         `episodes` maps episode_id to the recorded Episode; `attributions` gives a^{t−1} (None
         or pac_enable=False: no privileged blocks). Rows with an empty response are not scored.
         """
-        responses = data.batch["responses"]
-        lengths = data.batch["response_mask"].sum(-1).long().tolist()
         nt = data.non_tensor_batch
+        response_ids = [list(ids) for ids in nt["response_ids"]]
+        lengths = [len(ids) for ids in response_ids]
         rows = [b for b, n in enumerate(lengths) if n > 0]
-        response_ids = {b: responses[b, : lengths[b]].tolist() for b in rows}
         roles = self.builder.workflow.roles
         contexts: list[list[TeacherContext]] = [[] for _ in range(1 + self.kappa)]
         for b in rows:
@@ -149,7 +150,7 @@ class TeacherScoring:
         for target, *others in zip(*contexts, strict=True):
             stats.shared_prefix_tokens += sum(len(os.path.commonprefix([target.ids, c.ids])) for c in others)
 
-        shape = tuple(responses.shape)
+        shape = tuple(data.batch["responses"].shape)
         teacher = torch.zeros(shape, dtype=torch.float32)
         contrast = torch.zeros((shape[0], self.kappa, shape[1]), dtype=torch.float32)
         for j, b in enumerate(rows):

@@ -8,24 +8,20 @@ column of zeros (a test no program passes).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
 from verl_masopd.algos.cure import ExecutionMatrix
-from verl_masopd.rollout.records import EpisodeResult
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup
 from verl_masopd.workflows.code import cure_execution_matrix, tester_case
 
 TESTER = "tester_0"
 
 
-def cure_matrices(results: Sequence[EpisodeResult], timeout: float) -> dict[str, ExecutionMatrix]:
-    """{problem uid: ExecutionMatrix} over the episodes of each problem in `results`."""
-    groups: dict[str, list[EpisodeResult]] = defaultdict(list)
-    for result in results:
-        groups[result.group_id].append(result)
-    return {uid: _matrix(group, timeout) for uid, group in groups.items()}
+def cure_matrices(groups: Sequence[RolloutGroup], timeout: float) -> dict[str, ExecutionMatrix]:
+    """{problem uid: ExecutionMatrix} over the episodes of each rollout group."""
+    return {group.uid: _matrix(group.episodes, timeout) for group in groups}
 
 
 def _matrix(group: list[EpisodeResult], timeout: float) -> ExecutionMatrix:

@@ -41,6 +41,7 @@ from verl_masopd.rollout.backend import GenerationBackend
 from verl_masopd.rollout.batch import to_dataproto
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager, RolloutMetrics
+from verl_masopd.rollout.records import RolloutGroup, episodes_of
 from verl_masopd.rollout.tree import TreeSampler
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
@@ -214,9 +215,10 @@ class Trainer:
         problems = self.stream.next_batch()
         self.manager.metrics = RolloutMetrics()
         with _timed(timings, "rollout"):
-            results = asyncio.run(self._rollouts(problems))
+            groups = asyncio.run(self._rollouts(problems))
+        results = episodes_of(groups)
         batch = to_dataproto(
-            results, None, self.cfg.data.max_prompt_length, self.cfg.data.max_response_length, self.pad_id
+            groups, None, self.cfg.data.max_prompt_length, self.cfg.data.max_response_length, self.pad_id
         )
         rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
         metrics.update(self._rollout_metrics(results, batch))
@@ -236,7 +238,7 @@ class Trainer:
                 metrics.update(asyncio.run(self._teacher_scores(batch, results)))
         with _timed(timings, "advantage"):
             if self.spec.name == "cure":
-                batch.meta_info["cure_matrices"] = cure_matrices(results, self.workflow.timeout)
+                batch.meta_info["cure_matrices"] = cure_matrices(groups, self.workflow.timeout)
             batch = compute_advantages(batch, self.cfg)
             metrics.update(batch.meta_info["advantage_metrics"])
         with _timed(timings, "update"):
@@ -298,7 +300,7 @@ class Trainer:
         self.step = state.step
         logger.info("resumed from %s at step %d", path, self.step)
 
-    async def _rollouts(self, problems):
+    async def _rollouts(self, problems) -> list[RolloutGroup]:
         if self.run.rollout.tree_sampling:
             return await TreeSampler(self.manager, self.run.rollout.group_size).run(problems)
         return await self.manager.run(problems, group_size=self.run.rollout.group_size)

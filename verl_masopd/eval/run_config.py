@@ -1,0 +1,79 @@
+"""What an evaluation takes from a training checkpoint: the run's saved configuration and its
+policies' weights.
+
+A checkpoint is a `global_step_<k>` folder, or a run's checkpoint root (trainer.default_local_dir),
+which stands for the newest complete checkpoint under it. From its `config.yaml` the evaluation
+reads the system the policies were trained in (`RUN_KEYS`); a flag given on the command line
+overrides the saved value, and without a checkpoint the flags' defaults (`DEFAULTS`) apply.
+Policy p's weights are `<checkpoint>/policy_<p>/huggingface`.
+"""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from verl_masopd.trainer.checkpoint import CONFIG_FILE, find_resume_point
+from verl_masopd.workflows.prompted import PAPER
+
+# eval argument -> the training config key it mirrors
+RUN_KEYS = {
+    "workflow": "workflow.name",
+    "agents_per_role": "workflow.agents_per_role",
+    "horizon": "workflow.horizon",
+    "policy_sharing": "workflow.policy_sharing",
+    "prompt_style": "workflow.prompt_style",
+    "context_layout": "workflow.context_layout",
+    "max_new_tokens": "data.max_response_length",
+}
+DEFAULTS = {
+    "workflow": "mas",
+    "agents_per_role": 1,
+    "horizon": 4,
+    "policy_sharing": "role",
+    "prompt_style": PAPER,
+    "context_layout": "role_first",
+    "max_new_tokens": 4096,
+}
+
+
+def checkpoint_folder(path: str) -> Path:
+    """The `global_step_<k>` folder `path` names: itself, or the newest under a checkpoint root."""
+    folder = Path(path).expanduser()
+    if (folder / CONFIG_FILE).is_file():
+        return folder
+    try:
+        found = find_resume_point(folder, "auto")
+    except (ValueError, FileNotFoundError) as e:
+        raise ValueError(f"--checkpoint {path}: {e}") from None
+    if found is None:
+        raise ValueError(f"--checkpoint {path}: neither a checkpoint ({CONFIG_FILE}) nor a folder of checkpoints")
+    return found
+
+
+def run_settings(checkpoint: Path) -> dict:
+    """{eval argument: its value in the checkpoint's run configuration} for the keys the run set."""
+    cfg = OmegaConf.load(checkpoint / CONFIG_FILE)
+    values = {arg: OmegaConf.select(cfg, key) for arg, key in RUN_KEYS.items()}
+    return {arg: value for arg, value in values.items() if value is not None}
+
+
+def resolve_run_arguments(args: Namespace) -> Path | None:
+    """Fills every `RUN_KEYS` argument the command line left unset (None): from the checkpoint's
+    run configuration when `args.checkpoint` is given (which then names the checkpoint folder),
+    else from `DEFAULTS`; returns the checkpoint folder (None without one)."""
+    checkpoint = checkpoint_folder(args.checkpoint) if args.checkpoint else None
+    if checkpoint is not None:
+        args.checkpoint = str(checkpoint.resolve())
+    saved = run_settings(checkpoint) if checkpoint is not None else {}
+    for arg in RUN_KEYS:
+        if getattr(args, arg) is None:
+            setattr(args, arg, saved.get(arg, DEFAULTS[arg]))
+    return checkpoint
+
+
+def policy_model(checkpoint: Path, policy: str) -> str:
+    """The Hugging Face weights of `policy` in `checkpoint`."""
+    return str(checkpoint / f"policy_{policy}" / "huggingface")
