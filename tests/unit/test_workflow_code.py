@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from verl_masopd.algos.cure_matrix import cure_execution_matrix
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import HOLD, REVISE
-from verl_masopd.workflows.code import CODER_INSTRUCTION, TESTER_INSTRUCTION, cure_execution_matrix
+from verl_masopd.workflows.code import CODER_INSTRUCTION, TESTER_INSTRUCTION
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.problem import TestCase as Case
 
