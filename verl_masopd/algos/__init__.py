@@ -16,6 +16,7 @@ from verl_masopd.algos.specs import (
     actor_settings,
     estimator_spec,
     read_estimator,
+    register_estimator,
     validate_estimator_config,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "compute_advantages",
     "estimator_spec",
     "read_estimator",
+    "register_estimator",
     "validate_estimator_config",
 ]

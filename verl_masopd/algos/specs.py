@@ -198,6 +198,20 @@ def read_estimator(algorithm: Mapping) -> EstimatorSettings:
     )
 
 
+def register_estimator(spec: EstimatorSpec) -> EstimatorSpec:
+    """Add a new estimator's spec (its function goes into verl's registry with `register_adv_est`
+    under the same name); `algorithm.adv_estimator=<spec.name>` then selects it. Returns `spec`."""
+    if spec.name in ESTIMATORS and ESTIMATORS[spec.name] != spec:
+        raise ValueError(f"estimator {spec.name!r} is already registered with another spec")
+    if spec.options is not None:
+        section, options_class = spec.options
+        if OPTION_SECTIONS.get(section, options_class) is not options_class:
+            raise ValueError(f"algorithm.{section} already holds the options of another estimator")
+        OPTION_SECTIONS[section] = options_class
+    ESTIMATORS[spec.name] = spec
+    return spec
+
+
 def estimator_spec(name: str) -> EstimatorSpec:
     if name not in ESTIMATORS:
         raise ValueError(f"algorithm.adv_estimator={name!r} is not one of {sorted(ESTIMATORS)}")
