@@ -119,7 +119,7 @@ class Trainer:
         if self.spec.needs_teacher:
             self.teacher, self.attributor = self._build_teacher()
         if self.spec.needs_critic:
-            self.critic = MarftCritic.from_pretrained(self.run.students.path, self.estimator.options)
+            self.critic = MarftCritic.from_pretrained(self.run.students.path, self.estimator.options, cfg.trainer.seed)
         backends = {name: p.backend for name, p in self.policies.items()}
         common = dict(
             policy_sharing=self.run.workflow.policy_sharing,
