@@ -83,7 +83,7 @@ def test_compute_advantages_normalises_groups_separately_and_drops_empty_ones():
     # p coder [1, 0.5] → [1, −1]; p tester [0, −1] → [1, −1]; e1's earlier-turn coder row → −1;
     # q coder [0.5, 0] → [1, −1]; q has no correct program → its tester row dropped
     assert out.batch["advantages"][:, 0].tolist() == [1.0, -1.0, 1.0, -1.0, -1.0, 1.0, 0.0]
-    assert out.batch["response_mask"][:, 1].tolist() == [1.0] * 6 + [0.0]
+    assert out.batch["trainable"].tolist() == [True] * 6 + [False]
     assert torch.equal(out.batch["advantages"][:, 2], torch.zeros(7))
     assert out.meta_info["advantage_metrics"]["cure/dropped_rows"] == 1
 

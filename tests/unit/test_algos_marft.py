@@ -170,3 +170,12 @@ def test_critic_trains_only_its_head_and_checkpoints_it():
     restored = MarftCritic(tiny_encoder(), options)
     restored.load_state_dict(state)
     assert torch.equal(restored.values(features), critic.values(features))
+
+
+def test_critic_head_starts_from_the_seed_and_leaves_the_global_rng_alone():
+    encoder, options = tiny_encoder(), MarftOptions(critic_hidden=4)
+    state = torch.random.get_rng_state()
+    first, again, other = (MarftCritic(encoder, options, seed).head.state_dict() for seed in (3, 3, 4))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not torch.equal(first["mlp.0.weight"], other["mlp.0.weight"])

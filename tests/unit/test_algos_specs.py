@@ -1,12 +1,19 @@
 """Estimator specs, config validation that names the key, and registration in a fresh process."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from verl_masopd.algos import ESTIMATORS, actor_settings, validate_estimator_config
+from verl_masopd.algos.marft import MarftOptions
+from verl_masopd.algos.masopd import MasopdOptions
+from verl_masopd.config_errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def config(estimator, domain="code", workflow="mas", sharing="role", actor=None, **extra):
@@ -30,7 +37,7 @@ def test_paper_settings_validate_for_both_domains(name):
 
 
 def test_cure_serves_code_only():
-    assert validate_estimator_config(config("cure", sharing="shared")).needs_reference
+    assert validate_estimator_config(config("cure", sharing="shared")).spec.needs_reference
     with pytest.raises(ValueError, match="workflow.domain='math'"):
         validate_estimator_config(config("cure", domain="math", sharing="shared"))
 
@@ -97,6 +104,38 @@ def test_specs_describe_each_method():
     assert ESTIMATORS["marft"].needs_critic and ESTIMATORS["marft"].joint_batch
     assert ESTIMATORS["magrpo"].uses_local_reward is False and ESTIMATORS["magrpo"].policy_loss == "gpg"
     assert ESTIMATORS["cure"].policy_sharing == frozenset({"shared"})
+
+
+def test_settings_carry_the_typed_options_read_once():
+    settings = validate_estimator_config(config("masopd", algorithm={"masopd": {"ras_coef": 0.5}}))
+    assert settings.options == MasopdOptions(ras_coef=0.5) and settings.num_contrast_roles == 1
+    assert settings.actor_grad_clip(1.0) == 1.0
+    marft = validate_estimator_config(config("marft", algorithm={"marft": {"max_grad_norm": 0.25}}))
+    assert marft.options == MarftOptions(max_grad_norm=0.25) and marft.num_contrast_roles == 0
+    assert marft.actor_grad_clip(1.0) == 0.25, "MARFT's option replaces the actor's gradient clip"
+    # a section of another estimator is validated too, and the error is the one config error type
+    with pytest.raises(ConfigError, match="algorithm.marft.lam: must be in"):
+        validate_estimator_config(config("grpo", algorithm={"marft": {"lam": 2.0}}))
+
+
+def test_cure_with_several_agents_per_role_is_rejected_naming_the_setting():
+    cfg = config("cure", sharing="shared")
+    cfg.workflow.agents_per_role = 2
+    with pytest.raises(ValueError, match="workflow.agents_per_role=2 cannot be used with algorithm.adv_estimator=cure"):
+        validate_estimator_config(cfg)
+    cfg.workflow.agents_per_role = 1
+    assert validate_estimator_config(cfg).name == "cure"
+
+
+def test_estimation_and_trainer_hold_no_estimator_names():
+    """Every estimator-specific need lives in its spec: no comparison against a name elsewhere."""
+    names = "|".join(ESTIMATORS)
+    pattern = re.compile(rf"[\"']({names})[\"']")
+    files = [ROOT / "verl_masopd" / "algos" / "estimate.py", *(ROOT / "verl_masopd" / "trainer").glob("*.py")]
+    found = [
+        f"{f.name}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)
+    ]
+    assert found == []
 
 
 def test_every_name_resolves_through_verl_after_import_verl_in_a_fresh_process():

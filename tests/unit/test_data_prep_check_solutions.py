@@ -15,7 +15,7 @@ from data_prep.convert import convert
 from data_prep.schema import code_row, read_problems
 from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
-from verl_masopd.workflows.code import cure_execution_matrix
+from verl_masopd.algos.cure_matrix import cure_execution_matrix
 from verl_masopd.workflows.problem import TestCase as Case
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

@@ -142,6 +142,7 @@ def hand_made_batch():
         non_tensors={
             "role": np.array(["reasoner", "reasoner", "tool_user"], dtype=object),
             "privileged": np.array([True, False, False], dtype=object),
+            "turn": np.array([0, 1, 0], dtype=object),
         },
         meta_info={
             "teacher": {
@@ -166,6 +167,9 @@ def test_role_metrics_by_hand():
     assert metrics["teacher/tool_user/role_advantage"] == pytest.approx(1.0)
     assert metrics["teacher/tool_user/reverse_kl"] == pytest.approx(-1.0)
     assert metrics["teacher/tool_user/privileged_share"] == 0.0
+    # turn 0: ℓS − ℓT = −0.5, 1 (reasoner) and −1, −1, −1 (tool user) → −2.5 / 5; turn 1: 1 / 1
+    assert metrics["teacher/turn_0/reverse_kl"] == pytest.approx(-0.5)
+    assert metrics["teacher/turn_1/reverse_kl"] == pytest.approx(1.0)
 
 
 async def test_step_metrics_pool_policies_and_count_attribution(tiny_tokenizer):

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from verl_masopd.algos.cure_matrix import cure_execution_matrix
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import HOLD, REVISE
-from verl_masopd.workflows.code import CODER_INSTRUCTION, TESTER_INSTRUCTION, cure_execution_matrix
+from verl_masopd.workflows.code import CODER_INSTRUCTION, TESTER_INSTRUCTION
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.problem import TestCase as Case
 
@@ -318,9 +319,3 @@ def test_a_failed_run_is_no_result_for_the_coder_the_tester_or_cure(code):
     tester = episode.turns[0].verifier["agents"]["tester_0"]
     assert tester["valid"] is False and tester["spec"] is False
     assert workflow.judge(episode).local[0, "tester_0"].value == 0.0
-
-
-def test_cure_execution_matrix():
-    generated = [Case("2 3\n", "5\n"), Case("2 3\n", "-1\n")]
-    matrix = cure_execution_matrix([RIGHT, WRONG, None], list(GOLDEN), generated, timeout=10.0)
-    assert matrix == [[1, 1, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0]]

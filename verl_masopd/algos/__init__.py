@@ -2,18 +2,32 @@
 
 Estimators (verl's `get_adv_estimator_fn(name)`): masopd, opd, magrpo, marft, cure, at_grpo;
 grpo is verl's own, used with a configurable grouping key. Policy loss (`get_policy_loss_fn`):
-marft. The trainer calls `compute_advantages(data, config)` after `validate_estimator_config`.
+marft. Each estimator's needs are declared in its spec (specs.py); the trainer calls
+`compute_advantages(data, settings, results, workflow)` with the settings `validate_estimator_config`
+returned.
 """
 
 from verl_masopd.algos import at_grpo, cure, magrpo, marft, masopd  # noqa: F401  (registration)
 from verl_masopd.algos.estimate import compute_advantages
-from verl_masopd.algos.specs import ESTIMATORS, EstimatorSpec, actor_settings, estimator_spec, validate_estimator_config
+from verl_masopd.algos.specs import (
+    ESTIMATORS,
+    EstimatorSettings,
+    EstimatorSpec,
+    actor_settings,
+    estimator_spec,
+    read_estimator,
+    register_estimator,
+    validate_estimator_config,
+)
 
 __all__ = [
     "ESTIMATORS",
+    "EstimatorSettings",
     "EstimatorSpec",
     "actor_settings",
     "compute_advantages",
     "estimator_spec",
+    "read_estimator",
+    "register_estimator",
     "validate_estimator_config",
 ]

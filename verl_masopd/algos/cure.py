@@ -14,7 +14,11 @@ program j's output on test l's input equals its expected output.
              inaccurate       → R_k = −mean_{j∈W} B[j,t+k]
     Â = (x − mean(x)) / std(x) within the problem's Coder group and, separately, its Tester group
         (population std). A group with zero std, or no tester data, is dropped: its rows get
-        Â = 0 and are removed from the loss (their response mask is zeroed), as CURE removes them.
+        Â = 0 and are removed from the loss (batch["trainable"] false), as CURE removes them.
+
+The estimation's steps (specs.py): the trainer's matrices (cure_matrix.py) arrive in
+meta_info["cure_matrices"]; `prepare_cure` computes Â and the kept rows once from them, the
+registered estimator broadcasts Â to the tokens, `finish_cure` hands the kept rows on.
 
 The episode's final program and final test (its last turn) fill the matrix; the reward of
 episode j's program (test) is given to every turn's Coder (Tester) response of episode j, as the
@@ -27,7 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from verl import DataProto
 from verl.trainer.ppo.core_algos import register_adv_est
+
+from verl_masopd.algos.steps import Finished, batch_field
 
 CODER, TESTER = "coder", "tester"
 
@@ -105,6 +112,16 @@ def cure_row_advantages(
     return advantages, kept
 
 
+def prepare_cure(data: DataProto, estimator) -> dict:
+    """Â per row [B] and the kept rows [B] from meta_info["cure_matrices"], computed once."""
+    if "cure_matrices" not in data.meta_info:
+        raise ValueError("algorithm.adv_estimator=cure needs meta_info['cure_matrices'] (one ExecutionMatrix per uid)")
+    advantages, kept = cure_row_advantages(
+        *(batch_field(data, name, "cure") for name in ("uid", "episode_id", "role")), data.meta_info["cure_matrices"]
+    )
+    return {"cure_advantages": advantages, "cure_kept": kept}
+
+
 @register_adv_est("cure")
 def compute_cure_advantage(
     token_level_rewards: torch.Tensor | None,
@@ -112,13 +129,15 @@ def compute_cure_advantage(
     config=None,
     index=None,
     *,
-    uid: np.ndarray,
-    episode_id: np.ndarray,
-    role: np.ndarray,
-    cure_matrices: dict[str, ExecutionMatrix],
+    cure_advantages: torch.Tensor,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Â broadcast to each row's response tokens (rewards come from the matrices, not the batch)."""
-    advantages, _ = cure_row_advantages(uid, episode_id, role, cure_matrices)
-    token_advantages = advantages.to(response_mask.device).unsqueeze(-1) * response_mask.float()
+    """Â [B] (`prepare_cure`) broadcast to each row's response tokens (rewards come from the matrices)."""
+    token_advantages = cure_advantages.to(response_mask.device).unsqueeze(-1) * response_mask.float()
     return token_advantages, token_advantages
+
+
+def finish_cure(advantages: torch.Tensor, returns: torch.Tensor, inputs: dict) -> Finished:
+    """The dropped groups' rows leave the loss."""
+    kept = inputs["cure_kept"]
+    return Finished(advantages, returns, kept, {"cure/dropped_rows": int((~kept).sum())})

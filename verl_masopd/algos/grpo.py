@@ -13,6 +13,9 @@ MAS+GRPO deliberately ignores that the histories of a group's rollouts diverged 
 A group of one (a turn reached by one episode of the group) gets Â = 0 (METHOD.md §6): verl's
 convention (mean 0, std 1) would hand the lone row its raw reward, never negative.
 
+The estimation's steps (specs.py): `prepare_grpo` builds verl's `index` from the grouping key,
+`finish_grpo` zeroes the groups of one.
+
 Config keys: algorithm.grpo.group_by (problem_role_turn), verl's algorithm.norm_adv_by_std_in_grpo
 (true), algorithm.reward.* (rewards.py).
 """
@@ -21,8 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from verl import DataProto
 
-from verl_masopd.algos.options import require
+from verl_masopd.algos.steps import Finished
+from verl_masopd.config_errors import require
 
 GROUP_KEYS = {
     "problem": ("uid",),
@@ -54,3 +59,15 @@ def without_lone_groups(advantages: torch.Tensor, returns: torch.Tensor, index: 
     _, inverse, counts = np.unique(index.astype(str), return_inverse=True, return_counts=True)
     lone = torch.from_numpy(counts[inverse] == 1).to(advantages.device).unsqueeze(-1)
     return advantages.masked_fill(lone, 0.0), returns.masked_fill(lone, 0.0)
+
+
+def prepare_grpo(data: DataProto, estimator) -> dict:
+    """verl's GRPO inputs beyond the rewards: the group of each row and whether to divide by the std."""
+    return {
+        "index": group_index(data.non_tensor_batch, GROUP_KEYS[estimator.options.group_by]),
+        "norm_adv_by_std_in_grpo": estimator.norm_adv_by_std_in_grpo,
+    }
+
+
+def finish_grpo(advantages: torch.Tensor, returns: torch.Tensor, inputs: dict) -> Finished:
+    return Finished(*without_lone_groups(advantages, returns, inputs["index"]))

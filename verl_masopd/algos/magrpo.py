@@ -28,7 +28,8 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from verl_masopd.algos.options import read_options, require
+from verl_masopd.algos.options import options_from
+from verl_masopd.config_errors import require
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def compute_magrpo_advantage(
 
     `token_level_rewards` sum to r_e on every row of episode e; `index` is ignored (groups are uid).
     """
-    options = read_options(config, "magrpo", MagrpoOptions)
+    options = options_from(config, "magrpo", MagrpoOptions)
     team = token_level_rewards.sum(dim=-1).tolist()
     returns = [return_to_go(team[i], int(turn[i]), int(num_turns[i]), options) for i in range(len(team))]
 

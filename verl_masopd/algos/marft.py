@@ -38,7 +38,8 @@ import torch
 import verl.utils.torch_functional as verl_F
 from verl.trainer.ppo.core_algos import agg_loss, register_adv_est, register_policy_loss
 
-from verl_masopd.algos.options import read_options, require
+from verl_masopd.algos.options import options_from
+from verl_masopd.config_errors import require
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def compute_marft_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Â and returns per action, broadcast to its tokens. The batch must hold every agent's rows
     of each episode (all policies together): the chain runs across policies."""
-    options = read_options(config, "marft", MarftOptions)
+    options = options_from(config, "marft", MarftOptions)
     rewards = token_level_rewards.sum(dim=-1).tolist()
     values = critic_values.float().tolist()
 

@@ -8,6 +8,7 @@
 V_old are the values the advantages were computed from (the head before this step's update);
 value_clip null drops the clipped term (plain Huber).
 
+The head's initial weights come from `seed` (the trainer's trainer.seed), so a run repeats.
 Only the head is trained (Adam, lr algorithm.marft.critic_lr 1e-5, gradient norm clipped to
 algorithm.marft.max_grad_norm 0.5); the encoder runs without gradients, so observations are
 encoded once per batch. `state_dict()` holds the head and its optimizer: that is the checkpoint.
@@ -51,17 +52,19 @@ def huber_value_loss(
 class MarftCritic:
     """V(o) from a frozen encoder's last-token hidden state; the head is the only trained part."""
 
-    def __init__(self, encoder: PreTrainedModel, options: MarftOptions):
+    def __init__(self, encoder: PreTrainedModel, options: MarftOptions, seed: int = 0):
         self.encoder = encoder.eval().requires_grad_(False)
         self.options = options
-        self.head = ValueHead(encoder.config.hidden_size, options.critic_hidden)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.head = ValueHead(encoder.config.hidden_size, options.critic_hidden)
         self.optimizer = torch.optim.Adam(self.head.parameters(), lr=options.critic_lr)
 
     @classmethod
     def from_pretrained(
-        cls, model_path: str, options: MarftOptions, dtype: torch.dtype = torch.float32
+        cls, model_path: str, options: MarftOptions, seed: int = 0, dtype: torch.dtype = torch.float32
     ) -> "MarftCritic":
-        return cls(AutoModel.from_pretrained(model_path, dtype=dtype), options)
+        return cls(AutoModel.from_pretrained(model_path, dtype=dtype), options, seed)
 
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

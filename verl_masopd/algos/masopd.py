@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from verl_masopd.algos.options import read_options, require
+from verl_masopd.algos.options import options_from
+from verl_masopd.config_errors import require
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def compute_masopd_advantage(
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A_k = s_k + β · clip(Δ_k, −c, c) (rewards and index are not used: MAS-OPD has no reward term)."""
-    options = read_options(config, "masopd", MasopdOptions)
+    options = options_from(config, "masopd", MasopdOptions)
     if teacher_contrast_log_probs.dim() != 3 or teacher_contrast_log_probs.shape[1] != options.num_contrast_roles:
         raise ValueError(
             f"teacher_contrast_log_probs has shape {tuple(teacher_contrast_log_probs.shape)}, expected "

@@ -3,14 +3,18 @@
 Each estimator declares its options as a frozen dataclass whose defaults are the paper's
 settings. `read_options` accepts the algorithm section as an OmegaConf `DictConfig`, a plain
 mapping, verl's `AlgoConfig` or None (all defaults). Unknown keys and bad values raise a
-`ValueError` that names the full key, e.g. `algorithm.masopd.ras_clip`.
+`ConfigError` that names the full key, e.g. `algorithm.masopd.ras_clip`. The start-up check
+reads every section once (specs.py) and hands the typed options down; an estimator called
+through verl's registry with verl's algorithm config reads its section itself (`options_from`).
 """
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+
+from verl_masopd.config_errors import ConfigError
 
 T = TypeVar("T")
 
@@ -23,15 +27,14 @@ def read_options(algorithm_config: Mapping | None, section: str, cls: type[T]) -
     if isinstance(raw, DictConfig):
         raw = OmegaConf.to_container(raw, resolve=True)
     if not isinstance(raw, Mapping):
-        raise ValueError(f"algorithm.{section} must be a mapping of options, got {type(raw).__name__}")
+        raise ConfigError(f"algorithm.{section}: must be a mapping of options, got {type(raw).__name__}")
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise ValueError(f"unknown key algorithm.{section}.{unknown[0]}; known keys: {sorted(known)}")
+        raise ConfigError(f"unknown key algorithm.{section}.{unknown[0]}; known keys: {sorted(known)}")
     return cls(**raw)
 
 
-def require(condition: bool, key: str, message: str) -> None:
-    """Raise a ValueError naming `key` when `condition` is false (used in options' __post_init__)."""
-    if not condition:
-        raise ValueError(f"{key}: {message}")
+def options_from(config: Any, section: str, cls: type[T]) -> T:
+    """`config` itself when it already is the typed options, else its `<section>` read by `read_options`."""
+    return config if isinstance(config, cls) else read_options(config, section, cls)

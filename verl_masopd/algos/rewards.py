@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from verl_masopd.algos.options import require
+from verl_masopd.config_errors import require
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q)   (κ ≥ 1 only)
 teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
+teacher/turn_{t}/reverse_kl   the same over the responses of turn t (every role)
 teacher/{r}/privileged_share  share of role r's turns whose teacher context had a PAC block
 teacher/tokens_per_response, teacher/truncations, teacher/truncated_tokens (from scoring)
 teacher/attribution_model_calls, teacher/attribution_fallbacks, teacher/attribution_overrides
@@ -37,7 +38,7 @@ def role_metrics(batches: list[DataProto]) -> dict[str, float]:
             s["reverse_kl"] += float(reverse_kl[b])
             if has_contrast:
                 s["role_advantage"] = s.get("role_advantage", 0.0) + float(advantage[b])
-    metrics = {}
+    metrics = turn_reverse_kl(batches)
     for role, s in sorted(sums.items()):
         tokens = max(s["tokens"], 1.0)
         metrics[f"teacher/{role}/reverse_kl"] = s["reverse_kl"] / tokens
@@ -45,6 +46,19 @@ def role_metrics(batches: list[DataProto]) -> dict[str, float]:
         if "role_advantage" in s:
             metrics[f"teacher/{role}/role_advantage"] = s["role_advantage"] / tokens
     return metrics
+
+
+def turn_reverse_kl(batches: list[DataProto]) -> dict[str, float]:
+    """teacher/turn_{t}/reverse_kl: mean_k (ℓS_k − ℓT_k(r)) over the response tokens of turn t."""
+    kl: dict[int, float] = {}
+    tokens: dict[int, float] = {}
+    for data in batches:
+        mask = data.batch["response_mask"].float()
+        per_row = ((data.batch["rollout_log_probs"] - data.batch["teacher_log_probs"]) * mask).sum(-1)
+        for b, turn in enumerate(np.asarray(data.non_tensor_batch["turn"]).astype(int)):
+            kl[turn] = kl.get(turn, 0.0) + float(per_row[b])
+            tokens[turn] = tokens.get(turn, 0.0) + float(mask[b].sum())
+    return {f"teacher/turn_{t}/reverse_kl": kl[t] / max(tokens[t], 1.0) for t in sorted(kl)}
 
 
 def step_metrics(batches: list[DataProto], attributions: Attributions | None) -> dict[str, float]:

@@ -3,7 +3,8 @@
 `validate_config(cfg)` runs once before anything starts and raises `ConfigError` naming the
 culprit key(s):
   1. the estimator against the rest (`verl_masopd.algos.specs.validate_estimator_config`) and
-     every estimator option section under `algorithm` (unknown keys, bad values);
+     every estimator option section under `algorithm` (unknown keys, bad values), read once into
+     the typed `EstimatorSettings` the trainer hands down;
   2. each project section (workflow, rollout, students, teacher, pac) merged into its schema
      below: an unknown key, a missing value or a wrong type is named with its full key;
   3. the rules that span sections (`_check_*`): the workflow builds, per-policy starting points
@@ -27,9 +28,8 @@ from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
 
-from verl_masopd.algos.options import read_options
-from verl_masopd.algos.rewards import RewardWeights
-from verl_masopd.algos.specs import ESTIMATORS, EstimatorSpec, validate_estimator_config
+from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings, validate_estimator_config
+from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
@@ -38,27 +38,14 @@ from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES
 
 PAC_ATTRIBUTIONS = ("rules", "model")
-REWARD_SECTION = "reward"
-ESTIMATOR_SECTIONS = {REWARD_SECTION: RewardWeights} | {
-    spec.options[0]: spec.options[1] for spec in ESTIMATORS.values() if spec.options is not None
-}
-
-
-class ConfigError(ValueError):
-    """A bad or contradictory config; the message names the key(s)."""
-
-
-def _require(condition: bool, key: str, message: str) -> None:
-    if not condition:
-        raise ConfigError(f"{key}: {message}")
 
 
 def _one_of(key: str, value, choices) -> None:
-    _require(value in choices, key, f"must be one of {tuple(choices)}, got {value!r}")
+    require(value in choices, key, f"must be one of {tuple(choices)}, got {value!r}")
 
 
 def _at_least(key: str, value, minimum) -> None:
-    _require(value >= minimum, key, f"must be >= {minimum}, got {value}")
+    require(value >= minimum, key, f"must be >= {minimum}, got {value}")
 
 
 @dataclass
@@ -83,18 +70,18 @@ class WorkflowSection:
         _one_of("workflow.policy_sharing", self.policy_sharing, SHARINGS)
         _one_of("workflow.context_layout", self.context_layout, LAYOUTS)
         _at_least("workflow.agents_per_role", self.agents_per_role, 1)
-        _require(
+        require(
             self.name != "sa" or self.agents_per_role == 1,
             "workflow.agents_per_role",
             f"the single-agent workflow 'sa' has one agent, got {self.agents_per_role}",
         )
         _at_least("workflow.horizon", self.horizon, 1)
-        _require("timeout" not in self.options, "workflow.options.timeout", "use workflow.exec_timeout_s.<domain>")
-        _require("prompt_style" not in self.options, "workflow.options.prompt_style", "use workflow.prompt_style")
+        require("timeout" not in self.options, "workflow.options.timeout", "use workflow.exec_timeout_s.<domain>")
+        require("prompt_style" not in self.options, "workflow.options.prompt_style", "use workflow.prompt_style")
         _one_of("workflow.prompt_style", self.prompt_style, PROMPT_STYLES)
         for domain in ("code", "math"):
             seconds = getattr(self.exec_timeout_s, domain)
-            _require(seconds > 0, f"workflow.exec_timeout_s.{domain}", f"must be > 0 seconds, got {seconds}")
+            require(seconds > 0, f"workflow.exec_timeout_s.{domain}", f"must be > 0 seconds, got {seconds}")
 
 
 @dataclass
@@ -104,7 +91,7 @@ class RolloutSection:
 
     def __post_init__(self):
         _at_least("rollout.group_size", self.group_size, 1)
-        _require(
+        require(
             not self.tree_sampling or self.group_size >= 2,
             "rollout.group_size",
             f"tree sampling needs at least 2 branches per problem, got {self.group_size}",
@@ -145,7 +132,7 @@ class RunConfig:
     students: StudentsSection
     teacher: TeacherSection
     pac: PacSection
-    estimator: EstimatorSpec
+    estimator: EstimatorSettings
     policies: tuple[str, ...]
     train_files: tuple[str, ...]
     val_files: tuple[str, ...]
@@ -171,9 +158,7 @@ def build_workflow(w: WorkflowSection) -> Workflow:
 def validate_config(cfg: DictConfig) -> RunConfig:
     """The run's settings from the composed config; raises ConfigError naming the culprit."""
     try:
-        spec = validate_estimator_config(cfg)
-        for section, options_class in ESTIMATOR_SECTIONS.items():
-            read_options(cfg.algorithm, section, options_class)
+        estimator = validate_estimator_config(cfg)
     except (ValueError, OmegaConfBaseException) as e:
         raise ConfigError(str(e)) from None
     verl_algo_config(cfg)
@@ -199,7 +184,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         students=students,
         teacher=teacher,
         pac=pac,
-        estimator=spec,
+        estimator=estimator,
         policies=policies,
         train_files=train_files,
         val_files=val_files,
@@ -211,12 +196,12 @@ def validate_config(cfg: DictConfig) -> RunConfig:
 def verl_algo_config(cfg: DictConfig) -> AlgoConfig:
     """verl's `AlgoConfig` from `algorithm` minus the project's estimator sections."""
     algorithm = OmegaConf.to_container(cfg.algorithm, resolve=True)
-    for section in ESTIMATOR_SECTIONS:
+    for section in OPTION_SECTIONS:
         algorithm.pop(section, None)
     try:
         return omega_conf_to_dataclass(OmegaConf.create(algorithm), AlgoConfig)
     except ConfigKeyError as e:
-        known = sorted(ESTIMATOR_SECTIONS)
+        known = sorted(OPTION_SECTIONS)
         raise ConfigError(
             f"algorithm.{e.full_key}: unknown key (not in verl's AlgoConfig nor one of {known})"
         ) from None
@@ -252,14 +237,14 @@ def _check_workflow(workflow: WorkflowSection) -> tuple[str, ...]:
 
 def _check_policy_paths(workflow: WorkflowSection, students: StudentsSection, policies: tuple[str, ...]) -> None:
     named = sorted(students.policy_paths)
-    _require(
+    require(
         workflow.policy_sharing != "shared" or not named,
         "students.policy_paths",
         f"workflow.policy_sharing=shared trains one policy for every agent, but per-policy paths are given "
         f"for {named}; set students.path instead",
     )
     unknown = [name for name in named if name not in policies]
-    _require(not unknown, "students.policy_paths", f"{unknown} are not policies of this run ({list(policies)})")
+    require(not unknown, "students.policy_paths", f"{unknown} are not policies of this run ({list(policies)})")
 
 
 def _check_models(students: StudentsSection, teacher: TeacherSection) -> None:
@@ -269,11 +254,11 @@ def _check_models(students: StudentsSection, teacher: TeacherSection) -> None:
         folders["teacher.model_path"] = teacher.model_path
     for key, path in folders.items():
         has_model = os.path.isfile(os.path.join(path, "config.json"))
-        _require(has_model, key, f"no Hugging Face model at {path} (no config.json)")
+        require(has_model, key, f"no Hugging Face model at {path} (no config.json)")
     if teacher.model_path:
         teacher_vocab = _vocabulary(teacher.model_path)
         for key, path in folders.items():
-            _require(
+            require(
                 key == "teacher.model_path" or _vocabulary(path) == teacher_vocab,
                 key,
                 f"the tokenizer at {path} differs from the teacher's ({teacher.model_path}); "
@@ -288,12 +273,12 @@ def _vocabulary(path: str) -> dict[str, int]:
 def _data_files(cfg: DictConfig, key: str, required: bool) -> tuple[str, ...]:
     value = OmegaConf.select(cfg, key, throw_on_missing=False)
     if OmegaConf.is_missing(cfg, key) or value is None:
-        _require(not required, key, "at least one parquet file is required")
+        require(not required, key, "at least one parquet file is required")
         return ()
     files = (value,) if isinstance(value, str) else tuple(value)
-    _require(bool(files) or not required, key, "at least one parquet file is required")
+    require(bool(files) or not required, key, "at least one parquet file is required")
     missing = [f for f in files if not os.path.isfile(os.path.expanduser(f))]
-    _require(not missing, key, f"file(s) not found: {missing}")
+    require(not missing, key, f"file(s) not found: {missing}")
     return tuple(_expand(f) for f in files)
 
 
@@ -301,7 +286,7 @@ def _check_loggers(cfg: DictConfig) -> None:
     loggers = cfg.trainer.logger
     loggers = [loggers] if isinstance(loggers, str) else list(loggers)
     unknown = [name for name in loggers if name not in Tracking.supported_backend]
-    _require(not unknown, "trainer.logger", f"unknown backend(s) {unknown}; verl supports {Tracking.supported_backend}")
+    require(not unknown, "trainer.logger", f"unknown backend(s) {unknown}; verl supports {Tracking.supported_backend}")
 
 
 def _sampling(node: DictConfig, max_new_tokens: int) -> SamplingParams:

@@ -8,7 +8,8 @@ One step (DESIGN.md, "How data flows"):
                  the centralised critic's values of every observation (marft)
   4. teacher     role-conditioned teacher scores under every role condition, with the PAC block
                  after a conflict (masopd, opd)
-  5. advantage   algos.compute_advantages for algorithm.adv_estimator
+  5. advantage   algos.compute_advantages for algorithm.adv_estimator (its spec's steps; rows it
+                 drops are marked batch["trainable"] = false)
   6. update      one verl engine update per policy on its own rows (and the critic head)
   7. sync        each policy's new weights pushed to its generation backend
 Validation every `trainer.test_freq` steps with the evaluation sampling; atomic checkpoints every
@@ -32,9 +33,7 @@ from transformers import AutoTokenizer
 from verl import DataProto
 
 from verl_masopd.algos import compute_advantages
-from verl_masopd.algos.marft import MarftOptions
 from verl_masopd.algos.marft_critic import MarftCritic
-from verl_masopd.algos.options import read_options
 from verl_masopd.eval.runner import evaluate
 from verl_masopd.eval.summary import summarize
 from verl_masopd.rollout.backend import GenerationBackend
@@ -57,7 +56,6 @@ from verl_masopd.trainer.checkpoint import (
     save_checkpoint,
 )
 from verl_masopd.trainer.config import ConfigError, validate_config
-from verl_masopd.trainer.cure_inputs import cure_matrices
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.generation_path import VLLM, select_generation_path
@@ -92,7 +90,8 @@ class Trainer:
         self.run = validate_config(cfg)
         self.generation = select_generation_path(cfg)
         check_actor_settings(cfg, self.generation)
-        self.spec = self.run.estimator
+        self.estimator = self.run.estimator
+        self.spec = self.estimator.spec
         self.workflow = self.run.make_workflow()
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
         self.pad_id = (
@@ -121,8 +120,7 @@ class Trainer:
         if self.spec.needs_teacher:
             self.teacher, self.attributor = self._build_teacher()
         if self.spec.needs_critic:
-            options = read_options(cfg.algorithm, "marft", MarftOptions)
-            self.critic = MarftCritic.from_pretrained(self.run.students.path, options)
+            self.critic = MarftCritic.from_pretrained(self.run.students.path, self.estimator.options, cfg.trainer.seed)
         backends = {name: p.backend for name, p in self.policies.items()}
         common = dict(
             policy_sharing=self.run.workflow.policy_sharing,
@@ -142,9 +140,7 @@ class Trainer:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
         actor = self.cfg.actor_rollout_ref.actor
         loss_fn = actor_loss(self.cfg)
-        grad_clip = actor.grad_clip
-        if self.spec.name == "marft":
-            grad_clip = read_options(self.cfg.algorithm, "marft", MarftOptions).max_grad_norm
+        grad_clip = self.estimator.actor_grad_clip(actor.grad_clip)
         policies = {}
         for i, name in enumerate(self.run.policies):
             path, seed = self.run.policy_path(name), self.cfg.trainer.seed + i
@@ -180,9 +176,8 @@ class Trainer:
             layout=self.run.workflow.context_layout,
             student_budget=self.cfg.data.max_prompt_length,
         )
-        kappa = self.cfg.algorithm.masopd.num_contrast_roles if self.spec.name == "masopd" else 0
         scorer = EngineTeacherScorer(self._engine(self.run.teacher.model_path, "teacher"), self.pad_id)
-        scoring = TeacherScoring(builder, scorer, kappa, self.run.pac.enable)
+        scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable)
         if not self.run.pac.enable:
             return scoring, None
         judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
@@ -237,9 +232,7 @@ class Trainer:
             with _timed(timings, "teacher"):
                 metrics.update(asyncio.run(self._teacher_scores(batch, results)))
         with _timed(timings, "advantage"):
-            if self.spec.name == "cure":
-                batch.meta_info["cure_matrices"] = cure_matrices(groups, self.workflow.timeout)
-            batch = compute_advantages(batch, self.cfg)
+            batch = compute_advantages(batch, self.estimator, groups, self.workflow)
             metrics.update(batch.meta_info["advantage_metrics"])
         with _timed(timings, "update"):
             for name, policy in self.policies.items():

@@ -29,10 +29,14 @@ class Policy:
         """One optimizer step per mini-batch: the rows are split into `num_mini_batches` contiguous
         chunks of near-equal size (episodes end at different turns, so row counts vary per step).
 
-        Rows whose response mask is empty (an estimator dropped them) carry no gradient and are
-        left out; with none left the update is skipped and counted.
+        Rows the estimator dropped (batch["trainable"] false, where present) and rows whose
+        response mask is empty carry no gradient and are left out; with none left the update is
+        skipped and counted.
         """
-        trainable = np.flatnonzero(batch.batch["response_mask"].sum(-1).numpy() > 0)
+        keep = batch.batch["response_mask"].sum(-1).numpy() > 0
+        if "trainable" in batch.batch.keys():
+            keep &= batch.batch["trainable"].numpy()
+        trainable = np.flatnonzero(keep)
         if not len(trainable):
             return {f"{self.name}/update_skipped": 1.0}
         metrics: dict[str, list[float]] = {"update_skipped": [0.0]}

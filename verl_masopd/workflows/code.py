@@ -1,4 +1,4 @@
-"""The Coder–Tester workflow for code problems (METHOD.md §1, Table 3) and CURE's execution matrix.
+"""The Coder–Tester workflow for code problems (METHOD.md §1, Table 3).
 
 One turn: every Coder writes a program (the last ```python block), every Tester writes one test
 case (the last ```input and ```output blocks). The environment runs each program
@@ -157,30 +157,6 @@ def code_submission(turn: Turn, coders: list[Agent]) -> tuple[str | None, float]
     return turn.actions[name].fields["code"], team
 
 
-def cure_execution_matrix(
-    programs: list[str | None],
-    tests: list[TestCase],
-    generated: list[TestCase],
-    fn_name: str | None = None,
-    timeout: float = 30.0,
-    float_tol: float | None = DEFAULT_FLOAT_TOL,
-) -> list[list[int]]:
-    """CURE's B ∈ {0,1}^{n×(t+m)}: B[j][l] = 1 iff program j, run on the input of test l
-    (the t golden tests first, then the m generated ones), finishes cleanly and prints test l's
-    expected output. A missing program (None) gives a row of zeros."""
-    columns = list(tests) + list(generated)
-    batch = JobBatch()
-    index = [[batch.add(runnable(p, fn_name), t.input) if p else None for t in columns] for p in programs]
-    results = batch.run(timeout)
-    return [
-        [
-            int(i is not None and run_passes(results[i], t.output, fn_name, float_tol))
-            for i, t in zip(row, columns, strict=True)
-        ]
-        for row in index
-    ]
-
-
 class CodeDomainWorkflow(PromptedWorkflow):
     """What every code workflow shares: settings, the problem text, the submission rule."""
 
@@ -221,6 +197,11 @@ class CodeWorkflow(CodeDomainWorkflow):
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_program(agent, text) if agent.role == CODER else parse_test_case(agent, text)
+
+    def final_tests(self, episode: Episode) -> list[TestCase | None]:
+        """Each Tester's test case of the episode's last turn, in agent order; None where unusable."""
+        last, fn_name = episode.turns[-1], episode.problem.fn_name
+        return [tester_case(last.actions[s.name], fn_name)[0] for s in self.agents_of(TESTER)]
 
     def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
         self.check_actions(episode, actions)
