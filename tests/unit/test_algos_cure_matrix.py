@@ -4,7 +4,7 @@ from played episodes through the workflow's final program and final tests."""
 import pytest
 
 from verl_masopd.algos.cure_matrix import cure_execution_matrix, cure_matrices
-from verl_masopd.rollout.records import EpisodeResult
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.problem import TestCase as Case
@@ -32,7 +32,7 @@ def test_cure_execution_matrix():
 def result(workflow, episode_id, texts):
     episode = workflow.reset(PROBLEM)
     workflow.step(episode, {a.name: workflow.parse(a, texts[a.name]) for a in workflow.agents})
-    return EpisodeResult(episode_id, PROBLEM.uid, episode, [], workflow.judge(episode), 0)
+    return EpisodeResult(episode_id, episode, [], workflow.judge(episode), 0)
 
 
 def test_matrices_from_played_episodes_use_the_final_program_and_test():
@@ -41,7 +41,7 @@ def test_matrices_from_played_episodes_use_the_final_program_and_test():
         result(workflow, "e0", {"coder_0": written_program(RIGHT), "tester_0": written_test("2 3", "5")}),
         result(workflow, "e1", {"coder_0": written_program(WRONG), "tester_0": "no test case here"}),
     ]
-    [(uid, matrix)] = cure_matrices(results, workflow).items()
+    [(uid, matrix)] = cure_matrices([RolloutGroup(PROBLEM, results)], workflow).items()
     assert uid == "sum" and matrix.episode_ids == ("e0", "e1") and matrix.num_golden == 2
     # e0's test 2 3 → 5 passes only the right program; e1 wrote no usable test: a column of zeros
     assert matrix.passed.tolist() == [[1, 1, 1, 0], [0, 0, 0, 0]]
@@ -52,4 +52,4 @@ def test_two_testers_per_episode_are_refused_naming_the_setting():
     test = written_test("2 3", "5")
     texts = {"coder_0": written_program(RIGHT), "coder_1": written_program(RIGHT), "tester_0": test, "tester_1": test}
     with pytest.raises(ValueError, match="workflow.agents_per_role=1"):
-        cure_matrices([result(workflow, "e0", texts)], workflow)
+        cure_matrices([RolloutGroup(PROBLEM, [result(workflow, "e0", texts)])], workflow)
