@@ -53,7 +53,7 @@ def workflow_class(name: str, domain: str) -> type[Workflow]:
 
 
 def workflow_kind(name: str, domain: str) -> str:
-    """"mas" for a workflow of two or more roles, "sa" for a single-agent one."""
+    """The kind of a workflow: "mas" with two or more roles, "sa" with one."""
     return "mas" if len(workflow_class(name, domain).roles) > 1 else "sa"
 
 
