@@ -23,6 +23,7 @@ from verl_masopd.verify import math_equal
 from verl_masopd.workflows import register_workflow
 from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn
 from verl_masopd.workflows.math import MathDomainWorkflow, math_submission, parse_answer, reasoner_evidence
+from verl_masopd.workflows.parsing import shown
 from verl_masopd.workflows.rewards import local_reward
 
 SOLVER, VERIFIER = "solver", "verifier"
@@ -58,8 +59,8 @@ class SolverVerifierWorkflow(MathDomainWorkflow):
             action = actions[verifier.name]
             if "agree" in action.fields:
                 # `agree` adopts the Solvers' answer the Verifier was shown (none at turn 0)
-                shown = previous.verifier["agents"] if previous else {}
-                answers = [shown[s.name]["answer"] for s in self.agents_of(SOLVER) if s.name in shown]
+                seen = previous.verifier["agents"] if previous else {}
+                answers = [seen[s.name]["answer"] for s in self.agents_of(SOLVER) if s.name in seen]
                 adopted = next((a for a in answers if a is not None), None)
                 error = None if adopted is not None else "agree with no Solver answer to agree with"
                 action = Action(verifier, action.text, {"answer": adopted} if adopted else {}, error)
@@ -69,7 +70,8 @@ class SolverVerifierWorkflow(MathDomainWorkflow):
             for v in self.agents_of(VERIFIER)
             for s in self.agents_of(SOLVER)
         )
-        report = ", ".join(f"{name} {ev['answer'] or 'none'}" for name, ev in agents.items())
+        # what both see next turn: every answer (clipped), then whether they agree
+        report = ", ".join(f"{name} {shown(ev['answer'] or 'none', 40)}" for name, ev in agents.items())
         report += ", agree" if agreed else ", disagree"
         return self.record(episode, actions, report, agreed, {"agents": agents})
 
