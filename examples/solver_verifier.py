@@ -16,7 +16,8 @@ multi-agent workflows, e.g.
         algorithm.adv_estimator=opd teacher.model_path=TEACHER students.path=STUDENT \
         data.train_files=[math.parquet]
 
-(any other override of `python -m verl_masopd.train`; grpo, magrpo, marft and masopd work alike).
+(any override of `python -m verl_masopd.train`; every estimator that serves multi-agent workflows
+accepts it: masopd, opd, grpo, magrpo, marft, at_grpo).
 """
 
 from verl_masopd.verify import math_equal
