@@ -19,7 +19,8 @@ Config keys read here (the trainer's config extends verl's ppo_trainer config):
     algorithm.<section>.*                           the estimator's options (unknown keys rejected)
     algorithm.reward.*                              reward weights (rewards.py)
     algorithm.use_kl_in_reward                      verl's reward KL: must be false for every estimator
-    workflow.name ("mas" | "sa"), workflow.domain ("code" | "math"), workflow.policy_sharing
+    workflow.name, workflow.domain ("code" | "math"), workflow.policy_sharing; a spec's `workflows`
+                                                    names kinds: "mas" (two or more roles), "sa" (one)
     rollout.tree_sampling                           true only with at_grpo
     teacher.model_path                              required by masopd and opd
     actor_rollout_ref.actor.{policy_loss.loss_mode, loss_agg_mode, use_kl_loss, kl_loss_type}
@@ -42,8 +43,8 @@ from verl_masopd.algos.marft import MarftOptions
 from verl_masopd.algos.masopd import MasopdOptions
 from verl_masopd.algos.options import read_options
 from verl_masopd.algos.rewards import RewardWeights
+from verl_masopd.workflows import workflow_class, workflow_kind
 
-ROLE_TYPES = {"mas": 2, "sa": 1}
 ALL_SHARING = frozenset({"role", "agent", "shared"})
 
 
@@ -243,6 +244,18 @@ def _check_choice(config: DictConfig, key: str, allowed: frozenset[str], name: s
         )
 
 
+def _check_workflow_kind(config: DictConfig, allowed: frozenset[str], name: str) -> None:
+    workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
+    if workflow is None or domain is None:
+        return
+    kind = workflow_kind(workflow, domain)
+    if kind not in allowed:
+        raise ValueError(
+            f"workflow.name={workflow!r} (kind {kind!r}) cannot be used with algorithm.adv_estimator={name}; "
+            f"allowed kinds: {sorted(allowed)}"
+        )
+
+
 def validate_estimator_config(config: DictConfig) -> EstimatorSettings:
     """Check the estimator against the rest of the config; returns its settings, raises ValueError naming the key."""
     name = _select(config, "algorithm.adv_estimator")
@@ -250,7 +263,7 @@ def validate_estimator_config(config: DictConfig) -> EstimatorSettings:
         raise ValueError("algorithm.adv_estimator is missing")
     spec = estimator_spec(name)
 
-    _check_choice(config, "workflow.name", spec.workflows, name)
+    _check_workflow_kind(config, spec.workflows, name)
     _check_choice(config, "workflow.domain", spec.domains, name)
     _check_choice(config, "workflow.policy_sharing", spec.policy_sharing, name)
     agents_per_role = _select(config, "workflow.agents_per_role")
@@ -287,9 +300,12 @@ def validate_estimator_config(config: DictConfig) -> EstimatorSettings:
 
 def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> None:
     """κ contrasting roles must exist: C_r holds role types other than r."""
-    workflow, kappa = _select(config, "workflow.name"), settings.num_contrast_roles
-    if workflow in ROLE_TYPES and kappa > ROLE_TYPES[workflow] - 1:
+    workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
+    if workflow is None or domain is None:
+        return
+    others, kappa = len(workflow_class(workflow, domain).roles) - 1, settings.num_contrast_roles
+    if kappa > others:
         raise ValueError(
             f"algorithm.{settings.spec.options[0]}.{settings.spec.contrast_roles_option}={kappa} exceeds the "
-            f"{ROLE_TYPES[workflow] - 1} other role type(s) of workflow.name={workflow}"
+            f"{others} other role type(s) of workflow.name={workflow}"
         )
