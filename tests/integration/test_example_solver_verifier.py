@@ -2,6 +2,7 @@
 with an existing estimator (opd, the tiny teacher) for one step on the CPU setup: the run
 completes, the roles' metrics are logged, and both policies' saved weights differ from the start."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
+
+from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +27,10 @@ def test_solver_verifier_example_trains_both_policies(trainer_overrides, tiny_mo
         "data.max_response_length=8",
         f"hydra.run.dir={tmp_path / 'hydra'}",
     )
+    # a fresh process as a user starts it: not the rendezvous of the engines this test process holds
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE), *overrides], capture_output=True, text=True, timeout=600, cwd=tmp_path
+        [sys.executable, str(EXAMPLE), *overrides], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for role in ("solver", "verifier"):
