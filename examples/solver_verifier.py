@@ -12,9 +12,12 @@ Reasoner does in the math workflow); each role's local reward uses the Reasoner'
 Registered as `workflow.name=solver_verifier` (math), it trains with the existing estimators of
 multi-agent workflows, e.g.
 
-    python examples/solver_verifier.py preset=cpu workflow.name=solver_verifier workflow.domain=math \
-        algorithm.adv_estimator=opd teacher.model_path=TEACHER students.path=STUDENT \
-        data.train_files=[math.parquet]
+    python -m verl_masopd.train imports=[examples/solver_verifier.py] preset=cpu \
+        workflow.name=solver_verifier workflow.domain=math algorithm.adv_estimator=opd \
+        teacher.model_path=TEACHER students.path=STUDENT data.train_files=[math.parquet]
+
+(or `python examples/solver_verifier.py OVERRIDES`); the run saves `imports`, so
+`python -m verl_masopd.eval --checkpoint RUN/checkpoints ...` plays this workflow again.
 
 (any override of `python -m verl_masopd.train`; every estimator that serves multi-agent workflows
 accepts it: masopd, opd, grpo, magrpo, marft, at_grpo).

@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,25 @@ def test_eval_cli_plays_the_system_a_checkpoint_trained(tmp_path, save_tiny_chec
     episodes = [e for r in records for e in r["episodes"]]
     assert len(episodes) == 2 and all(e["num_turns"] == 1 for e in episodes)
     assert all(set(e["turns"][0]["outputs"]) == {"reasoner_0", "tool_user_0"} for e in episodes)
+
+
+def test_eval_cli_plays_a_registered_workflow_the_checkpoint_imports(tmp_path, save_tiny_checkpoint, tiny_model_path):
+    """A run of the Solver–Verifier example saved `imports`: its checkpoint's evaluation imports the
+    example again and plays that workflow. Without the import the name is unknown, and said so."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "solver_verifier.py"
+    run = (f"imports=[{example}]", "workflow.name=solver_verifier", "workflow.horizon=2", "data.max_response_length=6")
+    save_tiny_checkpoint(tmp_path / "checkpoints", 1, ["solver", "verifier"], *run)
+    data = tmp_path / "math.parquet"
+    write_builtin(data, "math", 2)
+    out = tmp_path / "out"
+    done = run_eval("--data", str(data), "--checkpoint", str(tmp_path / "checkpoints"), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    settings = json.loads((out / "settings.json").read_text())
+    assert (settings["workflow"], settings["imports"]) == ("solver_verifier", [str(example)])
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert all(set(e["turns"][0]["outputs"]) == {"solver_0", "verifier_0"} for r in records for e in r["episodes"])
+
+    unknown = run_eval(
+        "--data", str(data), "--model", tiny_model_path, "--workflow", "solver_verifier", "--out", str(tmp_path / "o")
+    )
+    assert unknown.returncode == 2 and "unknown workflow 'solver_verifier'" in unknown.stderr

@@ -2,7 +2,11 @@
 
   python -m verl_masopd.eval --data X.parquet --checkpoint RUN_DIR/checkpoints --k 1 --out DIR
   python -m verl_masopd.eval --data X.parquet --model PATH [--role-model coder=PATH ...]
-      --workflow mas|sa --horizon 4 --k 1 [--prompt-style paper|compact] --out DIR
+      --workflow mas|sa|NAME --horizon 4 --k 1 [--prompt-style paper|compact] --out DIR
+
+A workflow registered outside the package (examples/solver_verifier.py) is selected by its name
+once the file that registers it is imported: --import FILE.py|MODULE (a checkpoint's run imports
+them itself, from its saved `imports`).
 
 With --checkpoint (a training checkpoint, or a run's checkpoint folder for its newest one) every
 policy plays with its trained weights, and the system is the one the run trained: workflow,
@@ -46,6 +50,7 @@ from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, check_model_path
+from verl_masopd.extensions import import_extensions
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PROMPT_STYLES
@@ -63,7 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="POLICY=PATH",
         help="another checkpoint for one policy (a role under policy sharing 'role'; repeatable)",
     )
-    p.add_argument("--workflow", choices=("mas", "sa"), help=f"default: the checkpoint's, else {DEFAULTS['workflow']}")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE|FILE.py",
+        help="import first, e.g. a file that registers a workflow (repeatable; default: the checkpoint's imports)",
+    )
+    p.add_argument(
+        "--workflow",
+        help=f"mas, sa or a registered workflow (default: the checkpoint's, else {DEFAULTS['workflow']})",
+    )
     p.add_argument("--horizon", type=count, help=f"default: the checkpoint's, else {DEFAULTS['horizon']}")
     p.add_argument("--prompt-style", choices=PROMPT_STYLES, help="the workflow's prompt texts (default: as --horizon)")
     p.add_argument("--agents-per-role", type=count, help="default: the checkpoint's, else 1")
@@ -151,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.model or args.checkpoint):
             raise ValueError("give --checkpoint or --model")
         checkpoint = resolve_run_arguments(args)
+        import_extensions(args.imports, "--import")
         problems = load_problems(args.data, args.limit)
         workflow = make_workflow(
             args.workflow, problems[0].domain, args.agents_per_role, args.horizon, prompt_style=args.prompt_style

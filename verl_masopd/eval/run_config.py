@@ -20,6 +20,7 @@ from verl_masopd.workflows.prompted import PAPER
 
 # eval argument -> the training config key it mirrors
 RUN_KEYS = {
+    "imports": "imports",
     "workflow": "workflow.name",
     "agents_per_role": "workflow.agents_per_role",
     "horizon": "workflow.horizon",
@@ -29,6 +30,7 @@ RUN_KEYS = {
     "max_new_tokens": "data.max_response_length",
 }
 DEFAULTS = {
+    "imports": [],
     "workflow": "mas",
     "agents_per_role": 1,
     "horizon": 4,
@@ -57,7 +59,7 @@ def run_settings(checkpoint: Path) -> dict:
     """{eval argument: its value in the checkpoint's run configuration} for the keys the run set."""
     cfg = OmegaConf.load(checkpoint / CONFIG_FILE)
     values = {arg: OmegaConf.select(cfg, key) for arg, key in RUN_KEYS.items()}
-    return {arg: value for arg, value in values.items() if value is not None}
+    return {arg: OmegaConf.to_object(v) if OmegaConf.is_config(v) else v for arg, v in values.items() if v is not None}
 
 
 def resolve_run_arguments(args: Namespace) -> Path | None:

@@ -30,6 +30,7 @@ def eval_settings(args, domain: str, problems: int) -> dict:
         "problems": problems,
         "domain": domain,
         "checkpoint": args.checkpoint,
+        "imports": args.imports,
         "workflow": args.workflow,
         "horizon": args.horizon,
         "agents_per_role": args.agents_per_role,

@@ -31,6 +31,7 @@ from verl.utils.tracking import Tracking
 from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings, validate_estimator_config
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
+from verl_masopd.extensions import import_extensions
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.workflows import make_workflow
@@ -158,6 +159,7 @@ def build_workflow(w: WorkflowSection) -> Workflow:
 def validate_config(cfg: DictConfig) -> RunConfig:
     """The run's settings from the composed config; raises ConfigError naming the culprit."""
     try:
+        import_extensions(list(cfg.get("imports") or []), "imports")
         estimator = validate_estimator_config(cfg)
     except (ValueError, OmegaConfBaseException) as e:
         raise ConfigError(str(e)) from None
