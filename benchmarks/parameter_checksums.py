@@ -5,9 +5,11 @@ must give the same digests.
 The setup is the integration test's (tests/integration/test_trainer_estimators.py): the tiny
 student and teacher, one built-in problem per step, G = 2, horizon 2, 24 response tokens, local
 engines, and its scripted-mix backend (every other request answered correctly, so rewards vary).
-Writes benchmarks/results/<name>.json.
+Writes benchmarks/results/<name>.json. --student/--teacher pin the models, so that trees whose
+tiny-model builder differs (another tokenizer) are compared on the same weights.
 
     VERL_PLATFORM=cpu python benchmarks/parameter_checksums.py [--name parameter_checksums] [--only grpo ...]
+        [--student DIR --teacher DIR]
 """
 
 from __future__ import annotations
@@ -86,12 +88,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="parameter_checksums", help="results file name")
     parser.add_argument("--only", nargs="*", choices=sorted(CASES), help="estimators to run (default: all)")
+    parser.add_argument("--student", help="student model folder (default: the tiny model this tree builds)")
+    parser.add_argument("--teacher", help="teacher model folder (default: the small model this tree builds)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="checksums-"))
     models = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
-    student = cached_model(models, size="tiny", seed=0)
-    teacher = cached_model(models, size="small", seed=1)
+    student = args.student or cached_model(models, size="tiny", seed=0)
+    teacher = args.teacher or cached_model(models, size="small", seed=1)
     data = {}
     for domain in ("math", "code"):
         data[domain] = work / f"{domain}.parquet"
@@ -115,6 +119,7 @@ def main() -> None:
         "steps": STEPS,
         "setup": "tests/integration/test_trainer_estimators.py's overrides, scripted-mix backend, seed 0",
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "models": {"student": student, "teacher": teacher},
         "checksums": {e: checksums(e, common, data, work) for e in estimators},
     }
     save_result(args.name, report)
