@@ -2,15 +2,17 @@
 budget, evaluated on held-out problems, then the report.
 
     python benchmarks/tiny_world_compare.py [--domains code,math] [--methods masopd,opd,...]
-        [--seeds 0,1,2] [--steps 8] [--eval-k 4] [--runs DIR] [--save]
+        [--seeds 0,1,2] [--steps 12] [--eval-k 2] [--eval-limit 200] [--jobs 2] [--runs DIR] [--save]
 
 The world is whatever `recipes/tiny_world.py` exports (STUDENT_MODEL, TEACHER_MODEL, TRAIN_FILES,
 VAL_FILES) for --cache; each method trains through its recipe in CPU mode (MASOPD_CPU=1, the
 recipe's own overrides) with the same steps, batch and group size (the tiny_world preset's, plus
---override), validation on VAL_FILES every --test-freq steps for the training curves, then is
-evaluated on VAL_FILES with --eval-k samples per problem (evaluation sampling, the preset's horizon
-and response length), with the teacher's role advantage Δ and once more with the roles' models
-swapped (MAS workflows). The prompt-only MAS evaluates the untrained student.
+--override), validation on the first --curve-limit problems of VAL_FILES every --test-freq steps
+for the training curves, then is evaluated on the first --eval-limit problems of VAL_FILES with
+--eval-k samples per problem (evaluation sampling, the preset's horizon and response length), with
+the teacher's role advantage Δ and once more with the roles' models swapped (MAS workflows). The
+prompt-only MAS evaluates the untrained student. The defaults are the comparison the README
+reports. --jobs runs that many method × seed cells at once, each with its share of the CPU threads.
 
 Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/<method>/seed<k>/train/<domain>/          checkpoints/, TensorBoard, train.log, done.json
@@ -36,9 +38,11 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 from results_file import save_result
 
 from verl_masopd.config import compose_config
@@ -83,10 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domains", default="code,math")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--steps", type=int, default=8, help="training steps of every method")
-    p.add_argument("--test-freq", type=int, default=2, help="validation every N steps (training curves)")
-    p.add_argument("--eval-k", type=int, default=4, help="evaluation samples per held-out problem")
-    p.add_argument("--eval-limit", type=int, help="evaluate the first N held-out problems only")
+    p.add_argument("--steps", type=int, default=12, help="training steps of every method")
+    p.add_argument("--test-freq", type=int, default=6, help="validation every N steps (training curves)")
+    p.add_argument("--curve-limit", type=int, default=100, help="validate on the first N held-out problems")
+    p.add_argument("--eval-k", type=int, default=2, help="evaluation samples per held-out problem")
+    p.add_argument("--eval-limit", type=int, default=200, help="evaluate the first N held-out problems (0: all)")
+    p.add_argument("--jobs", type=int, default=1, help="method × seed cells run at once")
     p.add_argument("--no-teacher", action="store_true", help="skip the teacher's role advantage Δ")
     p.add_argument("--no-swap", action="store_true", help="skip the swapped-seat evaluation")
     p.add_argument("--override", action="append", default=[], help="Hydra override for every training run")
@@ -116,10 +122,14 @@ def world(cache: str, domain: str) -> dict[str, str]:
     return exports
 
 
-def run_env(exports: dict[str, str], **extra: str) -> dict[str, str]:
+def run_env(exports: dict[str, str], jobs: int, **extra: str) -> dict[str, str]:
+    """The environment of a run: the world's exports, CPU mode, and with several --jobs each run's
+    share of the cores as its torch threads."""
     dropped = {"TENSORBOARD_DIR", *RENDEZVOUS_VARIABLES}
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(VERL_PLATFORM="cpu", RAY_AUTH_MODE="disabled", TOKENIZERS_PARALLELISM="false")
+    if jobs > 1:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     return {**env, **exports, **extra}
 
 
@@ -145,7 +155,7 @@ def once(folder: Path, failed: Path, work, *args) -> dict:
     return {**outcome, "skipped": False}
 
 
-def train(method: Method, domain: str, seed: int, args, exports: dict[str, str], folder: Path) -> bool:
+def train(method: Method, domain: str, seed: int, args, settings: dict, folder: Path) -> bool:
     recipe = ROOT / "recipes" / method.recipe.format(domain=domain)
     overrides = [
         *method.overrides,
@@ -158,7 +168,8 @@ def train(method: Method, domain: str, seed: int, args, exports: dict[str, str],
         f"hydra.run.dir={folder / 'hydra'}",
         *args.override,
     ]
-    env = run_env(exports, MASOPD_CPU="1", MASOPD_CACHE=args.cache, DOMAIN=domain, PYTHON=sys.executable)
+    env = run_env(settings["exports"], args.jobs, MASOPD_CPU="1", MASOPD_CACHE=args.cache, DOMAIN=domain)
+    env.update(PYTHON=sys.executable, VAL_FILES=settings["curve_files"])
     with open(folder / "train.log", "w") as log:
         done = subprocess.run(["bash", str(recipe), *overrides], env=env, cwd=ROOT, stdout=log, stderr=log)
     return done.returncode == 0
@@ -191,22 +202,34 @@ def evaluate(models: list[str], workflow: str, seed: int, args, settings: dict, 
         return subprocess.run(command, env=settings["env"], cwd=ROOT, stdout=log, stderr=log).returncode == 0
 
 
-def domain_settings(args, domain: str) -> dict:
+def first_problems(path: str, limit: int, out: Path) -> str:
+    """`out`: the first `limit` rows of the parquet file `path` (all of them for 0)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame = pd.read_parquet(path)
+    (frame.head(limit) if limit else frame).to_parquet(out, index=False)
+    return str(out)
+
+
+def domain_settings(args, domain: str, runs: Path) -> dict:
     """The world's exports and the evaluation settings of `domain` (the tiny_world preset's horizon,
-    response length and teacher context budget, after --override)."""
+    response length and teacher context budget, after --override), and the training curves'
+    validation file (RUNS/curve-data/)."""
     exports = world(args.cache, domain)
     prompt_style = exports.get("MASOPD_PROMPT_STYLE", "paper")
     preset = compose_config(
         ["preset=tiny_world", f"workflow.domain={domain}", f"workflow.prompt_style={prompt_style}", *args.override]
     )
+    val_file = exports["VAL_FILES"].split(",")[0]
+    curve_file = runs / "curve-data" / f"{domain}-first{args.curve_limit}.parquet"
     return {
         "exports": exports,
         "prompt_style": prompt_style,
-        "val_files": exports["VAL_FILES"].split(",")[0],
+        "val_files": val_file,
+        "curve_files": first_problems(val_file, args.curve_limit, curve_file),
         "horizon": preset.workflow.horizon,
         "max_new_tokens": preset.data.max_response_length,
         "teacher_max_context": preset.teacher.max_context_length,
-        "env": run_env(exports),
+        "env": run_env(exports, args.jobs),
     }
 
 
@@ -218,7 +241,7 @@ def run_method(name: str, domain: str, seed: int, args, settings: dict, runs: Pa
     if method.recipe is not None:
         folder = base / "train" / domain
         outcomes[f"{key}/train"] = once(
-            folder, runs / "failed" / key / "train", train, method, domain, seed, args, exports
+            folder, runs / "failed" / key / "train", train, method, domain, seed, args, settings
         )
         report_progress(f"{key}/train", outcomes[f"{key}/train"])
         if not outcomes[f"{key}/train"]["ok"]:
@@ -243,13 +266,14 @@ def compare(args) -> dict:
     if unknown:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
     seeds = [int(s) for s in args.seeds.split(",") if s]
+    domains = [d for d in args.domains.split(",") if d]
+    settings = {domain: domain_settings(args, domain, runs) for domain in domains}
+    cells = [(n, d, s) for d in domains for n in methods if d in METHODS[n].domains for s in seeds]
     outcomes = {}
-    for domain in [d for d in args.domains.split(",") if d]:
-        settings = domain_settings(args, domain)
-        for name in methods:
-            if domain in METHODS[name].domains:
-                for seed in seeds:
-                    outcomes.update(run_method(name, domain, seed, args, settings, runs))
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = pool.map(lambda cell: run_method(*cell, args, settings[cell[1]], runs), cells)
+        for cell_outcomes in done:
+            outcomes.update(cell_outcomes)
     evaluated = [m for m in methods if any((runs / m).glob(f"seed*/eval/*/{DONE}"))]
     try:
         report = write_report(runs, runs / "report", evaluated, "val/accuracy", False)

@@ -1,5 +1,5 @@
-"""The comparison script end to end in its smallest form (math, two methods, one seed, two steps,
-two held-out problems): the report's numbers are the evaluations' own, and a rerun resumes."""
+"""The comparison script end to end in its smallest form (math, two methods run at once, one seed,
+two steps, two held-out problems): the report's numbers are the evaluations' own, and a rerun resumes."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def compare(tmp_path: Path) -> subprocess.CompletedProcess:
     command = [
         sys.executable, str(ROOT / "benchmarks" / "tiny_world_compare.py"), "--runs", str(tmp_path / "runs"),
         "--cache", str(tmp_path / "world"), "--methods", "mas-prompt,mas-grpo", "--domains", "math",
-        "--seeds", "0", "--steps", "2", "--test-freq", "1", "--eval-k", "2", "--eval-limit", "2",
+        "--seeds", "0", "--steps", "2", "--test-freq", "1", "--curve-limit", "3", "--eval-k", "2", "--eval-limit", "2",
+        "--jobs", "2",
     ]  # fmt: skip
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1500)
 
@@ -61,9 +62,11 @@ def test_compare_end_to_end_and_resume(tmp_path):
             assert roles[f"format violations {role}"]["mean"] == pytest.approx(s[f"format_violations/{role}"])
         assert roles["swap drop"]["mean"] == pytest.approx(s["accuracy"] - swapped["accuracy"])
         assert json.loads((folder / "settings.json").read_text())["k"] == 2
-    # validation before training and after each of the 2 steps
+    # validation on the first 3 held-out problems before training and after each of the 2 steps
     curve = report["curves"]["math"]["mas-grpo"]
     assert curve["steps"] == [0, 1, 2] and curve["seeds"] == [0]
+    log = (runs / "mas-grpo" / "seed0" / "train" / "math" / "train.log").read_text()
+    assert log.count("val/problems:3 ") == 3
     assert "mas-prompt" not in report["curves"]["math"]
     for name in ("main_table.png", "curves.png"):
         with Image.open(runs / "report" / name) as image:
