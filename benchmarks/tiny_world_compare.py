@@ -24,7 +24,8 @@ Layout written (the report's, verl_masopd/report/__init__.py):
 Resumable: a run or evaluation with done.json is skipped; one without it (killed part-way) is
 deleted and redone. A failed one is recorded (its logs kept under RUNS/failed/) and the others
 go on; its cells are missing from the report, and the script exits with 1.
---save also writes RUNS/compare.json to benchmarks/results/tiny_world_compare.json.
+--save also writes RUNS/compare.json to benchmarks/results/tiny_world_compare.json and copies the
+report (Markdown, JSON, PNG) to benchmarks/results/tiny_world_compare/.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from results_file import save_result
+from results_file import RESULTS, save_result
 
 from verl_masopd.config import compose_config
 from verl_masopd.report.__main__ import write_report
@@ -300,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     (runs / "compare.json").write_text(json.dumps(result, indent=2) + "\n")
     if args.save:
         save_result("tiny_world_compare", result, echo=False)
+        shutil.copytree(runs / "report", RESULTS / "tiny_world_compare", dirs_exist_ok=True)
     print((runs / "report" / "report.md").read_text())
     if result["failed"]:
         print(f"failed: {result['failed']} (logs under {runs})", file=sys.stderr)

@@ -155,3 +155,17 @@ def test_figures_and_curves(runs, tmp_path):
         with Image.open(out / name) as image:
             assert image.format == "PNG" and image.size[0] > 500 and image.size[1] > 300
     assert "![val/accuracy against training step](curves.png)" in (out / "report.md").read_text()
+
+
+def test_methods_limit_what_is_read_and_order_the_curves(runs, tmp_path):
+    """--methods reads only those methods' folders (another's half-written evaluation is not
+    touched) and orders the curves' methods as the tables' rows."""
+    (runs / "partial" / "seed0" / "eval" / "m1").mkdir(parents=True)
+    log_curve(runs, "partial", 0, [0.0, 1.0])
+    log_curve(runs, "masopd", 0, [0.0, 0.25])
+    log_curve(runs, "grpo", 0, [0.0, 0.125])
+    with pytest.raises(ValueError, match="partial/seed0/eval/m1/summary.csv: missing"):
+        write_report(runs, tmp_path / "all", None, "val/accuracy", False)
+    report = write_report(runs, tmp_path / "out", ["masopd", "grpo"], "val/accuracy", False)
+    assert list(report["main_table"]["rows"]) == ["masopd", "grpo"]
+    assert list(report["curves"]["math"]) == ["masopd", "grpo"]

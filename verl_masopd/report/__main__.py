@@ -39,14 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: str, allow_mixed: bool) -> dict:
     """Writes the four files of the module docstring; returns report.json's content."""
-    evaluations = find_evaluations(runs)
+    evaluations = find_evaluations(runs, methods)
     order = method_order(evaluations, methods)
-    evaluations = [e for e in evaluations if e.method in order]
     differences = check_settings(evaluations, allow_mixed)
     main = main_table(evaluations, order)
     domains = sorted({e.domain for e in evaluations})
     roles = [role_table(evaluations, order, domain) for domain in domains]
-    curves = method_curves(find_event_files(runs), curve_tag)
+    found = method_curves(find_event_files(runs, order), curve_tag)
+    curves = {domain: {m: found[domain][m] for m in order if m in found[domain]} for domain in found}
     out.mkdir(parents=True, exist_ok=True)
     bar_figure(main, out / "main_table.png")
     figures = ["main_table.png"]

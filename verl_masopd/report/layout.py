@@ -38,12 +38,13 @@ class Evaluation:
         return f"{self.method}/seed{self.seed}/{EVAL_SWAP if self.swapped else EVAL}/{self.benchmark}"
 
 
-def seed_dirs(runs: Path) -> list[tuple[str, int, Path]]:
-    """(method, seed, folder) of every RUNS/<method>/seed<k>, by method then seed."""
+def seed_dirs(runs: Path, methods: list[str] | None = None) -> list[tuple[str, int, Path]]:
+    """(method, seed, folder) of every RUNS/<method>/seed<k> (of `methods` only, when given), by
+    method then seed."""
     if not runs.is_dir():
         raise ValueError(f"--runs {runs}: not a folder")
     found = []
-    for method in sorted(p for p in runs.iterdir() if p.is_dir()):
+    for method in sorted(p for p in runs.iterdir() if p.is_dir() and (not methods or p.name in methods)):
         for folder in method.iterdir():
             match = SEED_DIR.fullmatch(folder.name)
             if match and folder.is_dir():
@@ -51,9 +52,10 @@ def seed_dirs(runs: Path) -> list[tuple[str, int, Path]]:
     return sorted(found, key=lambda item: (item[0], item[1]))
 
 
-def find_evaluations(runs: Path) -> list[Evaluation]:
+def find_evaluations(runs: Path, methods: list[str] | None = None) -> list[Evaluation]:
+    """The evaluations under RUNS (of `methods` only, when given); other methods' folders are not read."""
     evaluations = []
-    for method, seed, folder in seed_dirs(runs):
+    for method, seed, folder in seed_dirs(runs, methods):
         for kind in (EVAL, EVAL_SWAP):
             for bench in sorted(p for p in (folder / kind).glob("*") if p.is_dir()):
                 evaluations.append(read_evaluation(method, seed, bench, kind == EVAL_SWAP))
@@ -78,10 +80,11 @@ def read_evaluation(method: str, seed: int, folder: Path, swapped: bool) -> Eval
     return Evaluation(method, seed, folder.name, swapped, folder, summary, settings)
 
 
-def find_event_files(runs: Path) -> dict[tuple[str, str, int], list[Path]]:
-    """{(domain, method, seed): TensorBoard event files under RUNS/<method>/seed<k>/train/<domain>/}."""
+def find_event_files(runs: Path, methods: list[str] | None = None) -> dict[tuple[str, str, int], list[Path]]:
+    """{(domain, method, seed): TensorBoard event files under RUNS/<method>/seed<k>/train/<domain>/}
+    (of `methods` only, when given)."""
     found = {}
-    for method, seed, folder in seed_dirs(runs):
+    for method, seed, folder in seed_dirs(runs, methods):
         for domain_dir in sorted(p for p in (folder / TRAIN).glob("*") if p.is_dir()):
             files = sorted(domain_dir.rglob(EVENT_FILES))
             if files:
