@@ -76,3 +76,12 @@ def test_metrics_without_cases_are_nan():
     assert row["agreed_share"] == 1.0 and row["turns_to_agreement"] == 1.0
     assert math.isnan(row["revise_rate_at_fault"]) and math.isnan(row["hold_rate_correct"])
     assert math.isnan(row["agreement@1"])
+
+
+def test_a_single_agent_has_no_agreement():
+    """SA+ST / SA+MT: agreement metrics are missing (NaN), never 0; accuracy and turns are kept."""
+    alone = {**NEVER_AGREED, "agents": {"coder_0": SEATS["coder_0"]}}
+    row = summarize([{"episodes": [alone]}], horizon=2)
+    assert row["accuracy"] == 0.0 and row["avg_turns"] == 2
+    for key in ("agreement@0", "agreement@1", "agreed_share", "turns_to_agreement"):
+        assert math.isnan(row[key]), key

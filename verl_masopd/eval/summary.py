@@ -4,8 +4,9 @@ accuracy = mean over all episodes of 1[correct]; agreement@t = (episodes that ag
 / (episodes that played turn t); avg_turns = mean number of turns played. The collaboration
 metrics of METHOD.md §5 that need no teacher (agreed_share, turns_to_agreement,
 revise_rate_at_fault, hold_rate_correct) are defined on their functions below; each is NaN
-when it has no case to average over. The per-role metrics (format violations, role advantage
-Δ) are defined in roles.py.
+when it has no case to average over. A system of one agent (SA+ST, SA+MT) has no agreement: its
+agreement@t, agreed_share and turns_to_agreement are NaN, not 0. The per-role metrics (format
+violations, role advantage Δ) are defined in roles.py.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ def summarize(records: list[dict], horizon: int) -> dict:
         "avg_turns": sum(e["num_turns"] for e in episodes) / len(episodes),
         "failed_generations": sum(e["failed_generations"] for e in episodes),
     }
+    agents = max(len(e["agents"]) for e in episodes)
     for t in range(horizon):
-        played = [e for e in episodes if e["num_turns"] > t]
+        played = [e for e in episodes if e["num_turns"] > t] if agents > 1 else []
         agreed = sum(e["turns"][t]["agreed"] for e in played)
         row[f"agreement@{t}"] = agreed / len(played) if played else float("nan")
-    row["agreed_share"] = agreed_share(episodes)
-    row["turns_to_agreement"] = turns_to_agreement(episodes)
+    row["agreed_share"] = agreed_share(episodes) if agents > 1 else float("nan")
+    row["turns_to_agreement"] = turns_to_agreement(episodes) if agents > 1 else float("nan")
     row["revise_rate_at_fault"] = revise_rate_at_fault(episodes)
     row["hold_rate_correct"] = hold_rate_correct(episodes)
     row.update(role_metrics(episodes))
