@@ -1,16 +1,16 @@
 """The packed attention equals one forward per sequence, and shared-prefix teacher scoring equals the
 full recomputation, on a tiny Qwen3 model."""
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from verl_masopd.platform.packed_attention import PACKED_SDPA, sequence_bounds
 from verl_masopd.teacher.prefix_scoring import (
-    micro_batches,
+    packed_batches,
     prefix_groups,
     score_with_shared_prefix,
     shared_prefix_length,
-    tree_attention_mask,
     tree_row,
 )
 from verl_masopd.teacher.scoring import ScoreRequest
@@ -74,7 +74,7 @@ def test_shared_prefix_scores_equal_full_recomputation(tiny_model_path):
 
 
 def test_tree_rows_batch_groups_of_different_lengths_and_groups_that_share_nothing(tiny_model_path):
-    """Several tree rows per padded micro-batch (and one row per micro-batch under a small token budget)
+    """Several tree rows per packed forward (and one row per forward under a small token budget)
     return the full recomputation's log-probs; a group whose contexts share no token is scored too."""
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation=PACKED_SDPA)
     s, t, c1, c2, c3, c4, y1, y2, y3 = sequences(model.config.vocab_size, [25, 11, 4, 7, 3, 5, 6, 9, 2], seed=2)
@@ -96,19 +96,31 @@ def test_tree_rows_batch_groups_of_different_lengths_and_groups_that_share_nothi
         assert computed == tokens
         for want, got in zip(expected, scores, strict=True):
             torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=1e-4, rtol=0)
-    assert micro_batches([tree_row(requests, g) for g in prefix_groups(requests)], 4096) == [[1, 0, 2]]
-    assert micro_batches([tree_row(requests, g) for g in prefix_groups(requests)], 100) == [[1, 0], [2]]
+    rows = [tree_row(requests, g) for g in prefix_groups(requests)]
+    assert [len(row.tokens) for row in rows] == [48, 39, 49]
+    assert packed_batches(rows, 4096) == [[0, 1, 2]]
+    assert packed_batches(rows, 100) == [[0, 1], [2]]
+    assert packed_batches(rows, 1) == [[0], [1], [2]]
 
 
-def test_tree_mask_hides_other_branches_and_padding():
-    segments = torch.tensor([[0, 0, 1, 1, 2, 2, -1]])
-    mask = tree_attention_mask(segments)[0, 0].int()
-    assert mask.tolist() == [
-        [1, 0, 0, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0, 0, 0],
-        [1, 1, 1, 0, 0, 0, 0],
-        [1, 1, 1, 1, 0, 0, 0],
-        [1, 1, 0, 0, 1, 0, 0],
-        [1, 1, 0, 0, 1, 1, 0],
-        [0, 0, 0, 0, 0, 0, 1],
-    ]
+def test_shared_prefix_scoring_refuses_an_attention_without_branches(tiny_model_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="sdpa")
+    with pytest.raises(ValueError, match="needs the 'sdpa_packed' attention .* the teacher runs 'sdpa'"):
+        score_with_shared_prefix(model, [ScoreRequest([5, 6, 7], [8])])
+
+
+def test_a_segment_starting_past_zero_is_a_branch_of_the_last_root(tiny_model_path):
+    """s ⊕ b1 ⊕ b2, positions 0..|s|+|b1|−1 then |s|..: b2 sees s and itself, not b1; a branch
+    starting beyond its root's length is refused."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation=PACKED_SDPA)
+    s, b1, b2, other = sequences(model.config.vocab_size, [9, 5, 7, 4], seed=3)
+    row = torch.cat([s, b1, b2, other])[None]
+    positions = torch.cat([torch.arange(14), torch.arange(9, 16), torch.arange(4)])[None]
+    with torch.no_grad():
+        logits = model(input_ids=row, position_ids=positions).logits[0]
+        alone = [model(input_ids=torch.cat(parts)[None]).logits[0] for parts in ((s, b1), (s, b2), (other,))]
+    torch.testing.assert_close(logits[:14], alone[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits[14:21], alone[1][9:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits[21:], alone[2], atol=1e-5, rtol=0)
+    with torch.no_grad(), pytest.raises(ValueError, match="a branch at position 10 follows a root of 4 tokens"):
+        model(input_ids=torch.cat([other, b1])[None], position_ids=torch.cat([torch.arange(4), torch.arange(10, 15)])[None])

@@ -11,6 +11,12 @@ imported) finds the sequence boundaries from the position ids and runs causal SD
 sequence alone, so the row costs Σ|s_i|². Anything else (a padding mask, a key/value cache,
 several rows) goes to transformers' own sdpa unchanged. `packed_attention_implementation()`
 names what the engine should use: flash-attention 2 where it is installed on a GPU, else this.
+
+Branches (shared-prefix scoring, `teacher.prefix_scoring`): a segment whose positions start at
+p > 0 continues the last segment that started at 0, its root: it attends to the root's first p
+keys and causally to itself, as if it followed them, so that s ⊕ b_1 ⊕ b_2 … with positions
+0..|s|−1, |s|.., |s|.. scores every branch b_q after the prefix s at the cost of |s| + Σ|b_q|
+tokens. Sequences packed by the engine start at 0 and are never branches.
 """
 
 from __future__ import annotations
@@ -54,19 +60,31 @@ def packed_sdpa_forward(
     if not _packed_row(attention_mask, query, key) or position_ids is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     bounds = sequence_bounds(position_ids)
+    firsts = position_ids.reshape(-1)[bounds[:-1]].tolist()
     gqa = query.shape[1] != key.shape[1]
-    outputs = [
-        torch.nn.functional.scaled_dot_product_attention(
-            query[:, :, start:end],
-            key[:, :, start:end],
-            value[:, :, start:end],
-            dropout_p=dropout,
-            scale=scaling,
-            is_causal=True,
-            enable_gqa=gqa,
+    outputs, root, root_length = [], 0, 0
+    for start, end, first in zip(bounds[:-1], bounds[1:], firsts, strict=True):
+        if first == 0:
+            root, root_length = start, end - start
+        keys, values, mask = key[:, :, start:end], value[:, :, start:end], None
+        if first > 0:
+            if first > root_length:
+                raise ValueError(f"packed row: a branch at position {first} follows a root of {root_length} tokens")
+            keys = torch.cat([key[:, :, root : root + first], keys], dim=2)
+            values = torch.cat([value[:, :, root : root + first], values], dim=2)
+            mask = torch.ones(end - start, first + end - start, dtype=torch.bool, device=query.device).tril(first)
+        outputs.append(
+            torch.nn.functional.scaled_dot_product_attention(
+                query[:, :, start:end],
+                keys,
+                values,
+                attn_mask=mask,
+                dropout_p=dropout,
+                scale=scaling,
+                is_causal=mask is None,
+                enable_gqa=gqa,
+            )
         )
-        for start, end in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
 
 

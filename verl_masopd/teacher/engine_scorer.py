@@ -9,9 +9,9 @@ log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
 
 With `share_prefix` (off by default) the requests of one response, which `TeacherScoring` sends
 together, are instead scored as one tree row: their common context prefix once, then each
-context's remainder and the response as a branch under a tree attention mask, several rows per
-padded forward (`teacher.prefix_scoring`; needs the sdpa or sdpa_packed attention, not
-flash-attention). benchmarks/teacher_cost.py measures it against the packed pass.
+context's remainder and the response as a branch that attends to the prefix, many rows per
+packed forward (`teacher.prefix_scoring`; needs the sdpa_packed attention the engine runs on
+CPU, not flash-attention). benchmarks/teacher_cost.py measures it against the packed pass.
 `computed_tokens` counts the tokens the last `score` ran through the model.
 """
 

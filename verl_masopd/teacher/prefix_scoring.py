@@ -1,4 +1,4 @@
-"""Teacher scoring that computes a shared context prefix once, several responses per batched forward.
+"""Teacher scoring that computes a shared context prefix once, many responses per packed forward.
 
 The RAS passes of one response y score y after x_r and after each contrasting x_q; under the
 role_last layout (`verl_masopd.context`) these contexts share the observation and p_t as a token
@@ -8,19 +8,19 @@ the branches x_q = s ⊕ c_q form one tree row
 
     s ⊕ (c_1 ⊕ y) ⊕ (c_2 ⊕ y) ⊕ …
 
-with position ids 0..|s|−1 on s and restarting at |s| on every branch, and a tree attention mask:
-a token of branch q attends to all of s and causally to its own branch, never to another branch.
-Then, with i_q the offset of branch q in the row,
+with position ids 0..|s|−1 on s and restarting at |s| on every branch. Tree rows are packed one
+after another into rows of at most `max_batch_tokens` tokens and run with the sdpa_packed
+attention (`platform.packed_attention`), which attends a segment starting at position p > 0 to
+the first p keys of the last segment that started at 0 and causally to itself: each branch sees
+exactly the keys and positions of s ⊕ c_q ⊕ y_<i, never another branch, without padding or a
+dense mask. Then, with i_q the offset of branch q in the packed row,
 
     log π_T(y_i | x_q, y_<i) = log softmax(f(row))[i_q + |c_q| − 1 + i, y_i]
 
-equals the full recomputation (each branch sees exactly the keys and positions of s ⊕ c_q ⊕ y_<i).
-Rows are sorted by length and padded into micro-batches of at most `max_batch_tokens` (rows ×
-longest row); the mask goes to the model as a 4D boolean mask, which transformers' sdpa (and this
-project's sdpa_packed, which hands masked batches to it) takes as is. Tokens computed per group:
-|s| + Σ_q (|c_q| + |y|).
+equals the full recomputation. Tokens computed per group: |s| + Σ_q (|c_q| + |y|); a κ = 1
+masopd group costs (|s| + |c_r| + |c_q| + 2|y|) / (|s| + |c_r| + |y|) of opd's own-role pass.
 
-Measured on the tiny teacher (benchmarks/teacher_cost.py, results/teacher_cost.json): see the
+Measured on the tiny teacher (benchmarks/teacher_cost.py, results/teacher_cost*.json): see the
 README's `role_last` paragraph.
 """
 
@@ -35,9 +35,6 @@ import torch
 
 from verl_masopd.platform.packed_attention import PACKED_SDPA
 from verl_masopd.teacher.scoring import ScoreRequest
-
-MASKED_ATTENTION = ("sdpa", PACKED_SDPA)
-
 
 def prefix_groups(requests: Sequence[ScoreRequest]) -> list[list[int]]:
     """Indices of `requests` grouped by identical response, in first-seen order."""
@@ -56,12 +53,11 @@ def shared_prefix_length(contexts: Sequence[Sequence[int]]) -> int:
 
 @dataclass
 class TreeRow:
-    """One group's tree row: tokens, position ids, segment ids (0 on s, q + 1 on branch q) and, per
-    request, the row index of the logit that predicts its first response token."""
+    """One group's tree row: tokens, position ids and, per request, the row index of the logit that
+    predicts its first response token."""
 
     tokens: list[int] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
-    segments: list[int] = field(default_factory=list)
     first_logit: dict[int, int] = field(default_factory=dict)
 
 
@@ -71,76 +67,50 @@ def tree_row(requests: Sequence[ScoreRequest], group: Sequence[int]) -> TreeRow:
     row = TreeRow()
     row.tokens.extend(requests[group[0]].context_ids[:shared])
     row.positions.extend(range(shared))
-    row.segments.extend([0] * shared)
-    for branch, i in enumerate(group, start=1):
+    for i in group:
         r = requests[i]
         tokens = list(r.context_ids[shared:]) + list(r.response_ids)
         row.first_logit[i] = len(row.tokens) + len(r.context_ids) - shared - 1
         row.tokens.extend(tokens)
         row.positions.extend(range(shared, shared + len(tokens)))
-        row.segments.extend([branch] * len(tokens))
     return row
 
 
-def micro_batches(rows: Sequence[TreeRow], max_batch_tokens: int) -> list[list[int]]:
-    """Indices of `rows`, by length, cut so that rows × the longest row ≤ `max_batch_tokens` (one row at least)."""
-    order = sorted(range(len(rows)), key=lambda k: len(rows[k].tokens))
+def packed_batches(rows: Sequence[TreeRow], max_batch_tokens: int) -> list[list[int]]:
+    """Indices of `rows` in order, cut so that the rows of a batch hold ≤ `max_batch_tokens` tokens (one row at least)."""
     batches: list[list[int]] = []
-    for k in order:
-        if batches and (len(batches[-1]) + 1) * len(rows[k].tokens) <= max_batch_tokens:
+    total = 0
+    for k, row in enumerate(rows):
+        if batches and total + len(row.tokens) <= max_batch_tokens:
             batches[-1].append(k)
+            total += len(row.tokens)
         else:
             batches.append([k])
+            total = len(row.tokens)
     return batches
 
 
-def tree_attention_mask(segments: torch.Tensor) -> torch.Tensor:
-    """[B, 1, L, L] boolean mask (True: attend) from [B, L] segment ids, −1 on padding.
-
-    Query t (not padding) attends to key u ≤ t when u is on s (segment 0) or on t's own segment; a
-    padding query attends to itself only, so that its softmax stays finite.
-    """
-    L = segments.shape[1]
-    causal = torch.ones(L, L, dtype=torch.bool, device=segments.device).tril()
-    keys, queries = segments[:, None, :], segments[:, :, None]
-    visible = ((keys == 0) | (keys == queries)) & (keys >= 0) & (queries >= 0) & causal
-    return (visible | torch.eye(L, dtype=torch.bool, device=segments.device))[:, None]
-
-
-def _forward_rows(model, requests: Sequence[ScoreRequest], rows: Sequence[TreeRow], device) -> dict[int, list[float]]:
-    """Response log-probs of every request in `rows`, one padded forward."""
-    L = max(len(row.tokens) for row in rows)
-    tokens = torch.zeros(len(rows), L, dtype=torch.long)
-    positions = torch.zeros(len(rows), L, dtype=torch.long)
-    segments = torch.full((len(rows), L), -1, dtype=torch.long)
-    for b, row in enumerate(rows):
-        n = len(row.tokens)
-        tokens[b, :n] = torch.tensor(row.tokens)
-        positions[b, :n] = torch.tensor(row.positions)
-        segments[b, :n] = torch.tensor(row.segments)
-    wanted = sorted(
-        {
-            first + i
-            for row in rows
-            for q, first in row.first_logit.items()
-            for i in range(len(requests[q].response_ids))
-        }
-    )
+def _forward(model, requests: Sequence[ScoreRequest], rows: Sequence[TreeRow], device) -> dict[int, list[float]]:
+    """Response log-probs of every request in `rows`, the rows packed one after another into one forward."""
+    tokens, positions, first_logit = [], [], {}
+    for row in rows:
+        first_logit.update({q: len(tokens) + first for q, first in row.first_logit.items()})
+        tokens.extend(row.tokens)
+        positions.extend(row.positions)
+    wanted = sorted({first + i for q, first in first_logit.items() for i in range(len(requests[q].response_ids))})
     column = {index: c for c, index in enumerate(wanted)}
     logits = model(
-        input_ids=tokens.to(device),
-        position_ids=positions.to(device),
-        attention_mask=tree_attention_mask(segments.to(device)),
+        input_ids=torch.tensor([tokens], device=device),
+        position_ids=torch.tensor([positions], device=device),
         use_cache=False,
         logits_to_keep=torch.tensor(wanted, device=device),
-    ).logits
+    ).logits[0]
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     scores = {}
-    for b, row in enumerate(rows):
-        for q, first in row.first_logit.items():
-            y = requests[q].response_ids
-            cols = torch.tensor([column[first + i] for i in range(len(y))], device=log_probs.device)
-            scores[q] = log_probs[b, cols].gather(-1, torch.tensor(y, device=log_probs.device)[:, None])[:, 0].tolist()
+    for q, first in first_logit.items():
+        y = requests[q].response_ids
+        cols = torch.tensor([column[first + i] for i in range(len(y))], device=log_probs.device)
+        scores[q] = log_probs[cols].gather(-1, torch.tensor(y, device=log_probs.device)[:, None])[:, 0].tolist()
     return scores
 
 
@@ -152,12 +122,12 @@ def score_with_shared_prefix(
     autocast_dtype: torch.dtype = torch.float32,
     max_batch_tokens: int = 16384,
 ) -> tuple[list[list[float]], int]:
-    """(log π_T(y_i | x_q, y_<i) per request, tokens run through `model`) for an HF causal LM whose
-    attention takes a 4D mask (sdpa, sdpa_packed)."""
+    """(log π_T(y_i | x_q, y_<i) per request, tokens run through `model`) for an HF causal LM with
+    the sdpa_packed attention."""
     attention = getattr(model.config, "_attn_implementation", None)
-    if attention not in MASKED_ATTENTION:
+    if attention != PACKED_SDPA:
         raise ValueError(
-            f"shared-prefix scoring needs an attention implementation that takes a 4D mask {MASKED_ATTENTION}; "
+            f"shared-prefix scoring needs the {PACKED_SDPA!r} attention (a branch attends to its root's prefix); "
             f"the teacher runs {attention!r}"
         )
     rows = [tree_row(requests, group) for group in prefix_groups(requests)]
@@ -168,6 +138,6 @@ def score_with_shared_prefix(
         else torch.autocast(device_type=torch.device(device).type, dtype=autocast_dtype)
     )
     with autocast:
-        for batch in micro_batches(rows, max_batch_tokens):
-            scores.update(_forward_rows(model, requests, [rows[k] for k in batch], device))
+        for batch in packed_batches(rows, max_batch_tokens):
+            scores.update(_forward(model, requests, [rows[k] for k in batch], device))
     return [scores[i] for i in range(len(requests))], sum(len(row.tokens) for row in rows)
