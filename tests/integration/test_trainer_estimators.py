@@ -73,3 +73,28 @@ def test_masopd_with_four_agents_and_model_attribution(trainer_overrides, script
     # the untrained tiny teacher writes no parsable verdicts: every call falls back to the rules
     assert metrics["teacher/attribution_fallbacks"] == conflicts
     assert all(math.isfinite(metrics[f"{name}/actor/pg_loss"]) for name in trainer.policies)
+
+
+def test_masopd_shared_prefix_scoring_gives_the_same_step_for_fewer_tokens(trainer_overrides, scripted_backends):
+    """teacher.share_prefix under role_last: the teacher's metrics of a step equal the packed pass's
+    (same seeds), from fewer tokens run through the teacher."""
+    steps = {}
+    for share in (False, True):
+        cfg = compose_config(
+            trainer_overrides(
+                "math",
+                "algorithm.adv_estimator=masopd",
+                "trainer.save_freq=-1",
+                "workflow.context_layout=role_last",
+                f"teacher.share_prefix={str(share).lower()}",
+            )
+        )
+        trainer = Trainer(cfg, backend_factory=scripted_backends("math"))
+        steps[share] = trainer.train_step()
+        trainer.close()
+    packed, shared = steps[False], steps[True]
+    assert shared["teacher/tokens_per_response"] == packed["teacher/tokens_per_response"]
+    assert packed["teacher/computed_tokens_per_response"] == packed["teacher/tokens_per_response"]
+    assert shared["teacher/computed_tokens_per_response"] < packed["teacher/computed_tokens_per_response"]
+    for key in ("teacher/reasoner/reverse_kl", "teacher/reasoner/role_advantage", "teacher/tool_user/role_advantage"):
+        assert shared[key] == pytest.approx(packed[key], abs=1e-4), key

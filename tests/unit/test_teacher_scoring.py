@@ -150,6 +150,7 @@ def hand_made_batch():
                 "passes": 2,
                 "teacher_tokens": 60,
                 "shared_prefix_tokens": 6,
+                "computed_tokens": 54,
                 "truncations": 1,
                 "truncated_tokens": 9,
             }
@@ -177,6 +178,7 @@ async def test_step_metrics_pool_policies_and_count_attribution(tiny_tokenizer):
     attributions = await Attributor(workflow).attribute({"e1": recorded_episode(workflow)})
     metrics = step_metrics([hand_made_batch(), hand_made_batch()], attributions)
     assert metrics["teacher/tokens_per_response"] == pytest.approx(120 / 6)
+    assert metrics["teacher/computed_tokens_per_response"] == pytest.approx(108 / 6)
     assert metrics["teacher/truncations"] == 2.0 and metrics["teacher/truncated_tokens"] == 18.0
     assert metrics["teacher/reasoner/reverse_kl"] == pytest.approx(0.5)
     assert metrics["teacher/attribution_fallbacks"] == 0.0 and metrics["teacher/attribution_unavailable"] == 0.0

@@ -4,7 +4,9 @@ teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(
 teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
 teacher/turn_{t}/reverse_kl   the same over the responses of turn t (every role)
 teacher/{r}/privileged_share  share of role r's turns whose teacher context had a PAC block
-teacher/tokens_per_response, teacher/truncations, teacher/truncated_tokens (from scoring)
+teacher/tokens_per_response (|x_q| + |y| over the passes), teacher/computed_tokens_per_response
+(the tokens the scorer ran through the model: fewer with teacher.share_prefix),
+teacher/truncations, teacher/truncated_tokens (from scoring)
 teacher/attribution_model_calls, teacher/attribution_fallbacks, teacher/attribution_overrides
 (model verdicts replaced by the verifier fact they contradicted),
 teacher/attribution_unavailable (checks that could not run: no privileged block)
@@ -67,6 +69,7 @@ def step_metrics(batches: list[DataProto], attributions: Attributions | None) ->
     stats = [data.meta_info["teacher"] for data in batches]
     responses = sum(s["responses"] for s in stats)
     metrics["teacher/tokens_per_response"] = sum(s["teacher_tokens"] for s in stats) / max(responses, 1)
+    metrics["teacher/computed_tokens_per_response"] = sum(s["computed_tokens"] for s in stats) / max(responses, 1)
     metrics["teacher/truncations"] = float(sum(s["truncations"] for s in stats))
     metrics["teacher/truncated_tokens"] = float(sum(s["truncated_tokens"] for s in stats))
     if attributions is not None:

@@ -109,6 +109,7 @@ class StudentsSection:
 class TeacherSection:
     model_path: Optional[str]
     max_context_length: int
+    share_prefix: bool = False
 
     def __post_init__(self):
         _at_least("teacher.max_context_length", self.max_context_length, 2)
@@ -171,7 +172,9 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     teacher = _read_section(cfg, "teacher", TeacherSection)
     pac = _read_section(cfg, "pac", PacSection)
     students = StudentsSection(_expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()})
-    teacher = TeacherSection(_expand(teacher.model_path) if teacher.model_path else None, teacher.max_context_length)
+    teacher = TeacherSection(
+        _expand(teacher.model_path) if teacher.model_path else None, teacher.max_context_length, teacher.share_prefix
+    )
 
     policies = _check_workflow(workflow)
     _check_policy_paths(workflow, students, policies)

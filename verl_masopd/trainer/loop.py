@@ -176,7 +176,8 @@ class Trainer:
             layout=self.run.workflow.context_layout,
             student_budget=self.cfg.data.max_prompt_length,
         )
-        scorer = EngineTeacherScorer(self._engine(self.run.teacher.model_path, "teacher"), self.pad_id)
+        teacher = self._engine(self.run.teacher.model_path, "teacher")
+        scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
         scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable)
         if not self.run.pac.enable:
             return scoring, None
