@@ -123,4 +123,5 @@ def test_a_segment_starting_past_zero_is_a_branch_of_the_last_root(tiny_model_pa
     torch.testing.assert_close(logits[14:21], alone[1][9:], atol=1e-5, rtol=0)
     torch.testing.assert_close(logits[21:], alone[2], atol=1e-5, rtol=0)
     with torch.no_grad(), pytest.raises(ValueError, match="a branch at position 10 follows a root of 4 tokens"):
-        model(input_ids=torch.cat([other, b1])[None], position_ids=torch.cat([torch.arange(4), torch.arange(10, 15)])[None])
+        rootless = torch.cat([torch.arange(4), torch.arange(10, 15)])[None]
+        model(input_ids=torch.cat([other, b1])[None], position_ids=rootless)

@@ -36,6 +36,7 @@ import torch
 from verl_masopd.platform.packed_attention import PACKED_SDPA
 from verl_masopd.teacher.scoring import ScoreRequest
 
+
 def prefix_groups(requests: Sequence[ScoreRequest]) -> list[list[int]]:
     """Indices of `requests` grouped by identical response, in first-seen order."""
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -77,7 +78,7 @@ def tree_row(requests: Sequence[ScoreRequest], group: Sequence[int]) -> TreeRow:
 
 
 def packed_batches(rows: Sequence[TreeRow], max_batch_tokens: int) -> list[list[int]]:
-    """Indices of `rows` in order, cut so that the rows of a batch hold ≤ `max_batch_tokens` tokens (one row at least)."""
+    """Indices of `rows` in order, cut so that a batch holds ≤ `max_batch_tokens` tokens (one row at least)."""
     batches: list[list[int]] = []
     total = 0
     for k, row in enumerate(rows):
