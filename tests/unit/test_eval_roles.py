@@ -113,7 +113,7 @@ def test_settings_name_the_benchmark_file(tmp_path):
     data = tmp_path / "b.parquet"
     data.write_bytes(b"abc")
     args = SimpleNamespace(
-        data=str(data), limit=None, checkpoint=None, workflow="mas", horizon=2, agents_per_role=1,
+        data=str(data), limit=None, checkpoint=None, imports=[], workflow="mas", horizon=2, agents_per_role=1,
         policy_sharing="role", prompt_style="paper", context_layout="role_first", k=4, temperature=0.6,
         top_p=0.95, top_k=20, max_new_tokens=64, swap_roles=False, teacher=None, seed=3,
     )  # fmt: skip
