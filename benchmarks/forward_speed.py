@@ -9,6 +9,7 @@ plain "sdpa" (before the change) in float32. Also the largest log-prob differenc
 float32 reference. Writes benchmarks/results/forward_speed.json.
 
     VERL_PLATFORM=cpu python benchmarks/forward_speed.py [--requests 8] [--context 1100] [--response 48]
+        [--model PATH --name NAME]   (e.g. the tiny world's student: verl_masopd/tiny_world/weights/math/student)
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
 
 def main(args) -> dict:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
-    model_path = cached_model(cache, size="small", seed=1)
+    model_path = args.model or cached_model(cache, size="small", seed=1)
     model = AutoModelForCausalLM.from_pretrained(model_path, attn_implementation="sdpa", dtype=torch.float32)
     requests = make_requests(args.requests, args.context, args.response, model.config.vocab_size, seed=0)
     tokens = sum(len(r.context_ids) + len(r.response_ids) for r in requests)
@@ -144,8 +145,9 @@ def main(args) -> dict:
         return None
 
     result = {
-        "model": "tiny small (~10M params, Qwen3 architecture)",
-        "device": "cpu (2 cores, shared with other jobs: ratios are side by side, absolute numbers vary)",
+        "model": args.model or "tiny small (~10M params, Qwen3 architecture)",
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "device": "cpu (ratios are side by side in one run)",
         "torch_threads": torch.get_num_threads(),
         "requests": args.requests,
         "context_tokens_mean": args.context,
@@ -193,5 +195,7 @@ if __name__ == "__main__":
     parser.add_argument("--context", type=int, default=1100)
     parser.add_argument("--response", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", help="a model folder (default: the random ~10M 'small' tiny model)")
+    parser.add_argument("--name", default="forward_speed", help="results file name (benchmarks/results/NAME.json)")
     args = parser.parse_args()
-    save_result("forward_speed", main(args))
+    save_result(args.name, main(args))

@@ -9,6 +9,7 @@ weight_sync), the estimators taking turns step by step. Writes benchmarks/result
 prints a table.
 
     VERL_PLATFORM=cpu python benchmarks/step_time.py [--world] [--domain math] [--steps 2] [--max-prompt-length N]
+        [--context-layout role_last] [--share-prefix true|false] [--name NAME]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from results_file import save_result
 from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.tiny_world import world  # noqa: E402
+from verl_masopd.trainer.config import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 ESTIMATORS = ("grpo", "opd", "masopd")
@@ -90,6 +92,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-prompt-length", type=int, help="data.max_prompt_length (default: the preset's)")
     parser.add_argument("--context-layout", choices=("role_first", "role_last"), help="workflow.context_layout")
+    parser.add_argument(
+        "--share-prefix", choices=("true", "false"), help="teacher.share_prefix (default: the config's, on for CPU)"
+    )
     parser.add_argument("--world", action="store_true", help="the tiny world's models, problems and preset")
     parser.add_argument("--name", default="step_time", help="results file name (benchmarks/results/NAME.json)")
     args = parser.parse_args()
@@ -122,6 +127,8 @@ def main() -> None:
         common.append(f"data.max_prompt_length={args.max_prompt_length}")
     if args.context_layout:
         common.append(f"workflow.context_layout={args.context_layout}")
+    if args.share_prefix:
+        common.append(f"teacher.share_prefix={args.share_prefix}")
     times = step_times(
         {e: [*common, f"algorithm.adv_estimator={e}", f"trainer.default_local_dir={work / e}"] for e in ESTIMATORS},
         args.steps,
@@ -136,7 +143,10 @@ def main() -> None:
         "max_response_tokens": cfg.data.max_response_length,
         "max_prompt_tokens": cfg.data.max_prompt_length,
         "context_layout": cfg.workflow.context_layout,
-        "machine_note": "2 cores shared with other jobs; the estimators take turns step by step",
+        "teacher_share_prefix": validate_config(
+            compose_config([*common, "algorithm.adv_estimator=masopd"])
+        ).teacher.share_prefix,
+        "machine_note": "the estimators take turns step by step",
         "preset": preset,
         **sizes,
         "placement": "local",

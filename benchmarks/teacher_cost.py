@@ -100,6 +100,8 @@ VARIANTS = {
     # name: (layout, kappa, share_prefix)
     "opd/role_first/packed": ("role_first", 0, False),
     "masopd/role_first/packed": ("role_first", 1, False),
+    "opd/role_first/shared_prefix": ("role_first", 0, True),
+    "masopd/role_first/shared_prefix": ("role_first", 1, True),
     "opd/role_last/packed": ("role_last", 0, False),
     "masopd/role_last/packed": ("role_last", 1, False),
     "opd/role_last/shared_prefix": ("role_last", 0, True),
@@ -140,7 +142,7 @@ async def main(args) -> dict:
         "teacher": "tiny world math teacher, compact prompts"
         if args.tiny_world
         else "tiny small (~10M params, Qwen3 architecture)",
-        "device": "cpu (2 cores, shared with other jobs: compare variants within one run)",
+        "device": "cpu (compare variants within one run)",
         "episodes": args.episodes,
         "response_len": args.response_len,
         "repeats": args.repeats,
@@ -162,7 +164,12 @@ async def main(args) -> dict:
         await scorings["masopd/role_last/packed"].score(batches[0], episodes, attributions)  # warm-up
         runs = await measure(scorings, batches, episodes, attributions, args.repeats)
         ratios = {}
-        for layout, scoring in (("role_first", "packed"), ("role_last", "packed"), ("role_last", "shared_prefix")):
+        for layout, scoring in (
+            ("role_first", "packed"),
+            ("role_first", "shared_prefix"),
+            ("role_last", "packed"),
+            ("role_last", "shared_prefix"),
+        ):
             opd, masopd = runs[f"opd/{layout}/{scoring}"], runs[f"masopd/{layout}/{scoring}"]
             ratios[f"{layout}/{scoring}"] = {
                 "time_ratio": masopd["scoring_seconds_per_step"] / opd["scoring_seconds_per_step"],

@@ -51,7 +51,9 @@ async def test_contrast_contexts_reuse_the_shared_prefix_and_keep_exact_response
     contrast = ScoreRequest([1, 2, 3, 4, 8, 9], [10, 11])
 
     first = await scorer.score([target])
+    assert scorer.computed_tokens == 8
     second = await scorer.score([contrast])
+    assert scorer.computed_tokens == 8 - 4, "a call computes what it sent less what it read from the cache"
 
     assert first == [[log_prob(6, 10), log_prob(7, 11)]]
     assert second == [[log_prob(6, 10), log_prob(7, 11)]]
@@ -66,6 +68,7 @@ async def test_a_hit_into_the_response_is_scored_again_without_the_cache():
 
     assert await scorer.score([request]) == await scorer.score([request])
     assert server.reads == [True, True, False], "the repeat hit 4 > |x_q| - 1 = 2 cached tokens, then re-scored"
+    assert scorer.computed_tokens == (6 - 4) + 6, "the discarded call's uncached rows and the full re-score"
 
 
 async def test_without_prefix_cache_reading_vllms_default_holds():

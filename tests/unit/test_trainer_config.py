@@ -204,6 +204,7 @@ def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
         ("pac.attribution", "oracle", "pac.attribution"),
         ("rollout.group_size", 0, "rollout.group_size"),
         ("teacher.max_context_length", 1, "teacher.max_context_length"),
+        ("teacher.backend", "sglang", "teacher.backend: must be one of ('engine', 'vllm'), got 'sglang'"),
         ("algorithm.adv_estimator", "ppo2", "algorithm.adv_estimator"),
         ("algorithm.masopd.ras_clip", -1.0, "algorithm.masopd.ras_clip"),
         ("trainer.logger", ["console", "neptune"], "trainer.logger"),
@@ -211,6 +212,26 @@ def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
 )
 def test_bad_values_and_unknown_keys_are_named(cpu_cfg, key, value, named):
     assert named in error_of(with_values(cpu_cfg, **{key.replace(".", "__"): value}))
+
+
+@pytest.mark.parametrize(
+    ("device", "backend", "asked", "shares"),
+    [
+        ("cpu", "engine", None, True),
+        ("cuda", "engine", None, False),
+        ("cpu", "vllm", None, False),
+        ("cpu", "engine", False, False),
+        ("cuda", "engine", True, True),
+    ],
+)
+def test_shared_prefix_scoring_is_on_for_the_engine_teacher_on_cpu_unless_set(cpu_cfg, device, backend, asked, shares):
+    cfg = with_values(cpu_cfg, trainer__device=device, teacher__backend=backend, teacher__share_prefix=asked)
+    assert validate_config(cfg).teacher.share_prefix is shares
+
+
+def test_shared_prefix_scoring_on_the_vllm_teacher_is_refused(cpu_cfg):
+    message = error_of(with_values(cpu_cfg, teacher__backend="vllm", teacher__share_prefix=True))
+    assert message.startswith("teacher.share_prefix:") and "prefix cache" in message
 
 
 def test_cure_on_math_is_refused(cpu_cfg):

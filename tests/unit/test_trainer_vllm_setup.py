@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from verl_masopd.config import compose_config
 from verl_masopd.trainer.config import ConfigError
 from verl_masopd.trainer.engine import EngineSettings
-from verl_masopd.trainer.generation_path import HF, VLLM, select_generation_path
+from verl_masopd.trainer.generation_path import HF, VLLM, check_teacher_backend, select_generation_path
 from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
 
 BASE = ["students.path=/models/student", "data.train_files=/data/train.parquet"]
@@ -62,6 +62,14 @@ def test_vllm_on_cpu_needs_ray_placement():
 def test_vllm_on_this_machine_without_gpus_or_vllm_stops_naming_the_key():
     with pytest.raises(ConfigError, match=r"actor_rollout_ref\.rollout\.name"):
         select_generation_path(config())
+
+
+def test_the_vllm_teacher_needs_the_vllm_generation_path():
+    check_teacher_backend("engine", HF)
+    check_teacher_backend("engine", VLLM)
+    check_teacher_backend(VLLM, VLLM)
+    with pytest.raises(ConfigError, match=r"teacher\.backend=vllm .* needs actor_rollout_ref\.rollout\.name=vllm"):
+        check_teacher_backend(VLLM, HF)
 
 
 @pytest.mark.parametrize(

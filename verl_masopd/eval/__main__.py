@@ -45,6 +45,7 @@ from verl_masopd.eval.runner import evaluate
 from verl_masopd.eval.settings import eval_settings, write_settings
 from verl_masopd.eval.summary import summarize, write_summary
 from verl_masopd.extensions import import_extensions
+from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
@@ -192,8 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = loaded[tokenizer_path].tokenizer
     role_advantage = None
     if args.teacher:
-        # micro-batches no longer than one teacher sequence may be: without a varlen attention
-        # kernel (CPU) a packed micro-batch of sequences L costs (Σ L)² instead of Σ L²
         settings = EngineSettings(
             model_path=args.teacher,
             forward_only=True,
@@ -201,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens_per_micro_batch=args.teacher_max_context,
         )
         teacher = PolicyEngine.local(settings)
-        scorer = EngineTeacherScorer(teacher, tokenizer.pad_token_id)
+        # the role conditions of a response as one tree row wherever the engine's attention runs it (CPU)
+        shares = packed_attention_implementation() == PACKED_SDPA
+        scorer = EngineTeacherScorer(teacher, tokenizer.pad_token_id, share_prefix=shares)
         role_advantage = RoleAdvantageScorer(
             workflow, tokenizer, scorer, args.teacher_max_context, layout=args.context_layout
         )

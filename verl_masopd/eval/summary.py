@@ -28,17 +28,24 @@ def summarize(records: list[dict], horizon: int) -> dict:
         "avg_turns": sum(e["num_turns"] for e in episodes) / len(episodes),
         "failed_generations": sum(e["failed_generations"] for e in episodes),
     }
-    agents = max(len(e["agents"]) for e in episodes)
-    for t in range(horizon):
-        played = [e for e in episodes if e["num_turns"] > t] if agents > 1 else []
-        agreed = sum(e["turns"][t]["agreed"] for e in played)
-        row[f"agreement@{t}"] = agreed / len(played) if played else float("nan")
-    row["agreed_share"] = agreed_share(episodes) if agents > 1 else float("nan")
-    row["turns_to_agreement"] = turns_to_agreement(episodes) if agents > 1 else float("nan")
+    row.update(agreement_metrics(episodes, horizon))
     row["revise_rate_at_fault"] = revise_rate_at_fault(episodes)
     row["hold_rate_correct"] = hold_rate_correct(episodes)
     row.update(role_metrics(episodes))
     return row
+
+
+def agreement_metrics(episodes: list[dict], horizon: int) -> dict:
+    """agreement@t for t < horizon, agreed_share and turns_to_agreement; all NaN for a system of one agent."""
+    if max(len(e["agents"]) for e in episodes) < 2:
+        names = [f"agreement@{t}" for t in range(horizon)] + ["agreed_share", "turns_to_agreement"]
+        return dict.fromkeys(names, float("nan"))
+    row = {}
+    for t in range(horizon):
+        played = [e for e in episodes if e["num_turns"] > t]
+        agreed = sum(e["turns"][t]["agreed"] for e in played)
+        row[f"agreement@{t}"] = agreed / len(played) if played else float("nan")
+    return {**row, "agreed_share": agreed_share(episodes), "turns_to_agreement": turns_to_agreement(episodes)}
 
 
 def agreed_share(episodes: list[dict]) -> float:

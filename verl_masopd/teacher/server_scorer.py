@@ -14,7 +14,15 @@ the scorer asks vLLM to read the cache anyway: the contrast pass then reuses the
 prefix x_r shares with x_q. The server reports the cached tokens c of each request; the rows
 from c on are computed, so the response rows are valid when c ≤ |x_q| − 1, and a request whose
 cache hit reaches into its response (the same x_q + y scored twice) is scored again without
-reading the cache. `prompt_tokens` / `cached_tokens` count what the server was sent and reused.
+reading the cache. `prompt_tokens` / `cached_tokens` count what the server was sent and reused;
+`computed_tokens` what it computed for the last `score` call (sent − reused).
+
+What makes the contrast pass hit: `workflow.context_layout=role_last` (the role condition after the
+observation and p_t, so x_q and x_r share them as a token prefix); vLLM's prefix caching on
+(`actor_rollout_ref.rollout.enable_prefix_caching`, verl's default); the passes in this order, the
+contrast pass after the own-role pass has been computed; and a shared prefix of at least one KV
+block (vLLM caches whole blocks: 16 tokens on GPUs by default, 128 on the CPU build), of which the
+whole blocks inside the shared prefix are reused.
 """
 
 from __future__ import annotations
@@ -43,9 +51,13 @@ class ServerTeacherScorer:
         self.name = name
         self.prompt_tokens = 0
         self.cached_tokens = 0
+        self.computed_tokens = 0
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
-        return list(await asyncio.gather(*(self._score_one(r) for r in requests)))
+        sent, cached = self.prompt_tokens, self.cached_tokens
+        scores = list(await asyncio.gather(*(self._score_one(r) for r in requests)))
+        self.computed_tokens = (self.prompt_tokens - sent) - (self.cached_tokens - cached)
+        return scores
 
     async def _score_one(self, request: ScoreRequest) -> list[float]:
         output = await self._request(request, self.read_prefix_cache)

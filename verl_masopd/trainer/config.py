@@ -18,7 +18,7 @@ structured `AlgoConfig` would reject.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,6 +39,7 @@ from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES
 
 PAC_ATTRIBUTIONS = ("rules", "model")
+TEACHER_BACKENDS = ("engine", "vllm")
 
 
 def _one_of(key: str, value, choices) -> None:
@@ -109,10 +110,18 @@ class StudentsSection:
 class TeacherSection:
     model_path: Optional[str]
     max_context_length: int
-    share_prefix: bool = False
+    share_prefix: Optional[bool] = None
+    backend: str = "engine"
 
     def __post_init__(self):
         _at_least("teacher.max_context_length", self.max_context_length, 2)
+        _one_of("teacher.backend", self.backend, TEACHER_BACKENDS)
+        require(
+            not (self.share_prefix is True and self.backend == "vllm"),
+            "teacher.share_prefix",
+            "true scores on the engine teacher; teacher.backend=vllm reuses shared prefixes through vLLM's "
+            "prefix cache instead: set teacher.share_prefix=false",
+        )
 
 
 @dataclass
@@ -172,8 +181,10 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     teacher = _read_section(cfg, "teacher", TeacherSection)
     pac = _read_section(cfg, "pac", PacSection)
     students = StudentsSection(_expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()})
-    teacher = TeacherSection(
-        _expand(teacher.model_path) if teacher.model_path else None, teacher.max_context_length, teacher.share_prefix
+    teacher = replace(
+        teacher,
+        model_path=_expand(teacher.model_path) if teacher.model_path else None,
+        share_prefix=_share_prefix(teacher, cfg.trainer.device),
     )
 
     policies = _check_workflow(workflow)
@@ -225,6 +236,16 @@ def _read_section(cfg: DictConfig, key: str, schema: type):
         raise ConfigError(f"{key}.{e.full_key}: a value is required") from None
     except OmegaConfBaseException as e:
         raise ConfigError(f"{key}.{e.full_key}: {str(e.msg).splitlines()[0]}") from None
+
+
+def _share_prefix(teacher: TeacherSection, device: str) -> bool:
+    """teacher.share_prefix, where null means: on for the engine teacher on CPU, whose sdpa_packed
+    attention runs the tree rows (benchmarks/teacher_cost.py: 1.6–2.2× faster than the packed pass on
+    the tiny world, 0.96–1.25× with the 10M teacher on paper-style prompts), off elsewhere
+    (flash-attention on GPUs cannot run them; the vLLM teacher uses its prefix cache)."""
+    if teacher.share_prefix is not None:
+        return teacher.share_prefix
+    return teacher.backend == "engine" and device == "cpu"
 
 
 def _expand(path: str) -> str:

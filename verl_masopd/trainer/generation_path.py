@@ -61,3 +61,10 @@ def select_generation_path(
     if not vllm_importable:
         raise ConfigError(f"{NAME_KEY}={VLLM}: the vllm package cannot be imported; install it or use {NAME_KEY}={HF}")
     return VLLM
+
+
+def check_teacher_backend(backend: str, generation: str) -> None:
+    """teacher.backend=vllm starts the teacher's own vLLM servers the way the policies' are started,
+    so it needs the vllm generation path; a ConfigError naming both keys otherwise."""
+    if backend == VLLM and generation != VLLM:
+        raise ConfigError(f"teacher.backend={VLLM} serves the teacher like the policies and needs {NAME_KEY}={VLLM}")

@@ -47,6 +47,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.teacher.vllm_teacher import VllmTeacher
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
@@ -58,7 +59,7 @@ from verl_masopd.trainer.checkpoint import (
 from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
-from verl_masopd.trainer.generation_path import VLLM, select_generation_path
+from verl_masopd.trainer.generation_path import VLLM, check_teacher_backend, select_generation_path
 from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.placement import EnginePlacement
 from verl_masopd.trainer.policy import Policy
@@ -90,6 +91,7 @@ class Trainer:
         self.run = validate_config(cfg)
         self.generation = select_generation_path(cfg)
         check_actor_settings(cfg, self.generation)
+        check_teacher_backend(self.run.teacher.backend, self.generation)
         self.estimator = self.run.estimator
         self.spec = self.estimator.spec
         self.workflow = self.run.make_workflow()
@@ -103,7 +105,8 @@ class Trainer:
         )
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
 
-        engines = len(self.run.policies) + int(self.spec.needs_teacher) + int(self.spec.needs_reference)
+        teacher_engine = self.spec.needs_teacher and self.run.teacher.backend == "engine"
+        engines = len(self.run.policies) + int(teacher_engine) + int(self.spec.needs_reference)
         num_cpus = None
         if self.generation == VLLM and cfg.trainer.device == "cpu":
             # each policy is a worker group with a pool of its own, the other engines share one:
@@ -114,7 +117,7 @@ class Trainer:
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(1, -(-cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size))
         self.policies = self._build_policies(backend_factory)
-        self.reference = self.teacher = self.attributor = self.critic = None
+        self.reference = self.teacher = self.attributor = self.critic = self.teacher_servers = None
         if self.spec.needs_reference:
             self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
         if self.spec.needs_teacher:
@@ -176,8 +179,12 @@ class Trainer:
             layout=self.run.workflow.context_layout,
             student_budget=self.cfg.data.max_prompt_length,
         )
-        teacher = self._engine(self.run.teacher.model_path, "teacher")
-        scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
+        if self.run.teacher.backend == VLLM:
+            self.teacher_servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.cfg.engines.dtype)
+            scorer = self.teacher_servers.scorer
+        else:
+            teacher = self._engine(self.run.teacher.model_path, "teacher")
+            scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
         scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable)
         if not self.run.pac.enable:
             return scoring, None
@@ -278,6 +285,8 @@ class Trainer:
         if self.generation == VLLM:
             for policy in self.policies.values():
                 policy.close()
+        if self.teacher_servers is not None:
+            self.teacher_servers.close()
 
     def _resume(self) -> None:
         path = find_resume_point(self.checkpoint_root, self.cfg.trainer.resume_mode, self.cfg.trainer.resume_from_path)
