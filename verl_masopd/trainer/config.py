@@ -240,7 +240,7 @@ def _read_section(cfg: DictConfig, key: str, schema: type):
 
 def _share_prefix(teacher: TeacherSection, device: str) -> bool:
     """teacher.share_prefix, where null means: on for the engine teacher on CPU, whose sdpa_packed
-    attention runs the tree rows (benchmarks/teacher_cost.py: 1.6–2.2× faster than the packed pass on
+    attention runs the tree rows (benchmarks/teacher_cost.py: 1.6–2.4× faster than the packed pass on
     the tiny world, 0.96–1.25× with the 10M teacher on paper-style prompts), off elsewhere
     (flash-attention on GPUs cannot run them; the vLLM teacher uses its prefix cache)."""
     if teacher.share_prefix is not None:

@@ -64,7 +64,7 @@ from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.placement import EnginePlacement
 from verl_masopd.trainer.policy import Policy
 from verl_masopd.trainer.tracking import open_tracking
-from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
+from verl_masopd.trainer.vllm_policy_config import plan_policy_serving, rollout_world_size
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ class Trainer:
             # one Ray slot (not a core) per policy and per shared engine
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
-        self.placement = EnginePlacement(cfg.engines, engines, num_cpus)
+        server_gpus = rollout_world_size(cfg) if self.spec.needs_teacher and not teacher_engine else 0
+        self.placement = EnginePlacement(cfg.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(1, -(-cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size))
         self.policies = self._build_policies(backend_factory)

@@ -2,9 +2,9 @@
 
 ray    one Ray worker group per engine (each policy, the teacher, the reference). On GPUs every
        engine gets a resource pool of its own with `engines.gpus_per_engine` GPUs; a run that
-       asks for more GPUs than Ray sees stops at start-up. On CPU all engines share one pool
-       (several one-rank worker groups on the same bundle; separate one-CPU pools deadlock on
-       a 2-CPU machine, shared/notes/verl-0.9.1.md).
+       asks for more GPUs than Ray sees (the vLLM teacher's servers counted) stops at start-up.
+       On CPU all engines share one pool (several one-rank worker groups on the same bundle;
+       separate one-CPU pools deadlock on a 2-CPU machine, shared/notes/verl-0.9.1.md).
 local  every engine in the driver process as rank 0 of one gloo/nccl group (tests, debugging).
 """
 
@@ -24,7 +24,7 @@ WORKER_ENV = ("VERL_PLATFORM", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM")
 
 
 class EnginePlacement:
-    def __init__(self, section: DictConfig, engines: int, num_cpus: int | None = None):
+    def __init__(self, section: DictConfig, engines: int, num_cpus: int | None = None, server_gpus: int = 0):
         if section.placement not in PLACEMENTS:
             raise ConfigError(f"engines.placement: must be one of {PLACEMENTS}, got {section.placement!r}")
         if section.gpus_per_engine < 1:
@@ -34,7 +34,7 @@ class EnginePlacement:
         self.shared_pool = None
         if self.mode == "ray":
             self._start_ray(num_cpus)
-            self._plan(engines)
+            self._plan(engines, server_gpus)
 
     def build(self, settings: EngineSettings, name: str) -> PolicyEngine:
         """The engine for `settings`; `name` prefixes its Ray actors."""
@@ -62,7 +62,7 @@ class EnginePlacement:
                 logging_level="WARNING",
             )
 
-    def _plan(self, engines: int) -> None:
+    def _plan(self, engines: int, server_gpus: int) -> None:
         import ray
         from verl.single_controller.ray import RayResourcePool
         from verl.utils.device import get_device_name
@@ -73,14 +73,16 @@ class EnginePlacement:
                 process_on_nodes=[1], use_gpu=False, max_colocate_count=max(1, min(engines, cpus))
             )
             return
-        check_gpu_request(engines, self.gpus_per_engine, int(ray.cluster_resources().get("GPU", 0)))
+        check_gpu_request(engines, self.gpus_per_engine, int(ray.cluster_resources().get("GPU", 0)), server_gpus)
 
 
-def check_gpu_request(engines: int, gpus_per_engine: int, available: int) -> None:
-    """Stop at start-up when the engines ask for more GPUs than Ray sees."""
-    needed = engines * gpus_per_engine
+def check_gpu_request(engines: int, gpus_per_engine: int, available: int, server_gpus: int = 0) -> None:
+    """Stop at start-up when the engines and the standalone servers (the vLLM teacher's `server_gpus`)
+    ask for more GPUs than Ray sees."""
+    needed = engines * gpus_per_engine + server_gpus
     if needed > available:
+        servers = f" + {server_gpus} GPUs of the vLLM teacher (teacher.backend=vllm)" if server_gpus else ""
         raise ConfigError(
-            f"engines.gpus_per_engine: {engines} engines x {gpus_per_engine} GPUs = {needed} GPUs requested, "
-            f"but Ray sees {available}"
+            f"engines.gpus_per_engine: {engines} engines x {gpus_per_engine} GPUs{servers} = {needed} GPUs "
+            f"requested, but Ray sees {available}"
         )
