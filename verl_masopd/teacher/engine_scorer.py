@@ -7,11 +7,12 @@ A pass is one `infer_batch` over the per-policy layout with the teacher contexts
 (left-padded) and the students' responses (right-padded): the engine returns
 log π_T(y_i | x_q, y_<i) on response position i, whatever |x_q| is.
 
-With `share_prefix` (off by default) the requests of one response, which `TeacherScoring` sends
-together, are instead scored as one tree row: their common context prefix once, then each
-context's remainder and the response as a branch that attends to the prefix, many rows per
-packed forward (`teacher.prefix_scoring`; needs the sdpa_packed attention the engine runs on
-CPU, not flash-attention). benchmarks/teacher_cost.py measures it against the packed pass.
+With `share_prefix` (`teacher.share_prefix`, which the trainer turns on on CPU by default) the
+requests of one response, which `TeacherScoring` sends together, are instead scored as one tree
+row: their common context prefix once, then each context's remainder and the response as a
+branch that attends to the prefix, many rows per packed forward (`teacher.prefix_scoring`; needs
+the sdpa_packed attention the engine runs on CPU, not flash-attention). benchmarks/teacher_cost.py
+measures it against the packed pass.
 `computed_tokens` counts the tokens the last `score` ran through the model.
 """
 
