@@ -85,8 +85,9 @@ CPUACCT = "/sys/fs/cgroup/cpuacct"
 
 @contextlib.contextmanager
 def cpu_meter():
-    """Put this process (and so the zygote it starts and every run) in a fresh cpuacct cgroup;
-    yields a function reading its CPU nanoseconds, or None where there is no such hierarchy."""
+    """Put this process (and so the zygote it starts and every run, whose slots' cpuacct cgroups
+    the sandbox then makes inside it) in a fresh cpuacct cgroup; yields a function reading its CPU
+    nanoseconds, or None where there is no such hierarchy. Afterwards the sandbox forgets it."""
     group = os.path.join(CPUACCT, f"sandbox-benchmark-{os.getpid()}")
     try:
         os.mkdir(group)
@@ -101,7 +102,10 @@ def cpu_meter():
         zygote.close()
         with open(os.path.join(CPUACCT, "cgroup.procs"), "w") as handle:
             handle.write("0")
+        for slot in Path(group).glob("verl-masopd-sandbox-*"):
+            slot.rmdir()
         os.rmdir(group)
+        isolation.cache_clear()
 
 
 def cpu_per_run(usage, runs: int) -> dict | None:

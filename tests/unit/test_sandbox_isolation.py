@@ -86,6 +86,28 @@ def test_proc_shows_only_the_runs_own_processes():
 
 
 @root_only
+def test_command_lines_name_nothing_and_mounts_only_the_view():
+    """/proc/1/cmdline (the run's supervisor) and the program's own name neither the bootstrap's
+    source nor a host path: they read as `python3 main.py`. /proc/self/mountinfo lists the run's
+    own mounts, whose paths are the view's, which the program sees anyway (module doc of
+    isolation.py); nothing else of the host, the project and /work outside the view included."""
+    code = (
+        "import json, sys\n"
+        "lines = [open(p, 'rb').read().decode() for p in ('/proc/1/cmdline', '/proc/self/cmdline')]\n"
+        "mounts = [line.split()[4] for line in open('/proc/self/mountinfo')]\n"
+        "print(json.dumps([lines, sys.orig_argv, mounts]))\n"
+    )
+    result = run_program(code, timeout=5.0)
+    assert result.ok, result
+    lines, orig_argv, mounts = json.loads(result.stdout)
+    assert [line.rstrip("\0").split("\0") for line in lines] == [["python3", "main.py"]] * 2
+    assert orig_argv == ["python3", "main.py"]
+    view = {path for path, target in isolation().view if not target}
+    assert set(mounts) == {"/", "/tmp", "/proc"} | view, mounts
+    assert not any(mount.startswith(str(REPO)) and mount != sys.prefix for mount in mounts), mounts
+
+
+@root_only
 def test_the_filesystem_holds_the_interpreter_read_only_and_not_the_project():
     site = sysconfig.get_paths()["purelib"]
     code = (
@@ -113,7 +135,8 @@ def test_active_protections_are_reported_at_start_up(caplog):
     assert f"sandbox protections: {'; '.join(setup.protections)}" in caplog.messages
     assert "network, IPC, mount and PID namespaces" in setup.protections
     if setup.cgroups is not None:
-        assert f"cgroup v{setup.cgroups.version} memory and pids totals per run" in setup.protections
+        described = "memory and pids totals, CPU share and CPU time per run"
+        assert f"cgroup v{setup.cgroups.version} {described}" in setup.protections
     completed = subprocess.run(
         [sys.executable, "-m", "verl_masopd.sandbox", "protections"], capture_output=True, text=True, check=True
     )
@@ -127,6 +150,8 @@ def test_active_protections_are_reported_at_start_up(caplog):
         (["--timeout", "-5"], "argument --timeout: must be a positive finite number of seconds, got '-5'"),
         (["--timeout", "nan"], "argument --timeout: must be a positive finite number of seconds, got 'nan'"),
         (["--timeout", "inf"], "argument --timeout: must be a positive finite number of seconds, got 'inf'"),
+        (["--timeout", "1e9"], "argument --timeout: must be at most 86400 seconds (one day), got '1e9'"),
+        (["--timeout", "86400.5"], "argument --timeout: must be at most 86400 seconds (one day), got '86400.5'"),
         (["--timeout", "1"], "cannot read /nonexistent/prog.py: No such file or directory"),
     ],
 )

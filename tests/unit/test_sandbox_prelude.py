@@ -130,7 +130,7 @@ def test_function_body_program_keeps_line_numbers_and_reports_real_syntax_errors
 )
 def test_system_exit(code, exit_code, stdout):
     """SystemExit ends the program with its code; code None or 0 is a clean finish, any other
-    code a failed run (METHOD.md §6), and a message goes to stderr as CPython prints it."""
+    code a failed run (docs/method.md, failed runs), and a message goes to stderr as CPython prints it."""
     result = run_program(code, "4\n")
     assert (result.exit_code, result.stdout) == (exit_code, stdout), result
     assert result.ok is (exit_code == 0)

@@ -2,6 +2,7 @@
 
 import glob
 import json
+import math
 import subprocess
 import sys
 import uuid
@@ -9,6 +10,7 @@ import uuid
 import pytest
 
 from verl_masopd.sandbox import ExecResult, Limits, run_many, run_program, wrap_call_based
+from verl_masopd.sandbox.limits import MAX_LIMITS, MAX_SECONDS
 
 
 def test_sums_stdin():
@@ -102,6 +104,39 @@ def test_exec_result_ok_property():
     assert not ExecResult("", "", None, True, 0.1, "timeout after 1.0s").ok
     with pytest.raises(ValueError, match="Limits.memory_mb"):
         Limits(memory_mb=0)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"timeout": 1e9}, "timeout must be a number of seconds above 0, at most 86400 (a day), got 1000000000.0"),
+        ({"timeout": math.inf}, "timeout must be a number of seconds above 0, at most 86400 (a day), got inf"),
+        ({"timeout": math.nan}, "timeout must be a number of seconds above 0, at most 86400 (a day), got nan"),
+        ({"timeout": 0}, "timeout must be a number of seconds above 0, at most 86400 (a day), got 0"),
+        ({"timeout": "5"}, "timeout must be a number of seconds above 0, at most 86400 (a day), got '5'"),
+        ({"slot_wait": -1}, "slot_wait must be a number of seconds 0 or more, at most 86400 (a day), got -1"),
+        ({"slot_wait": 2e5}, "slot_wait must be a number of seconds 0 or more, at most 86400 (a day), got 200000.0"),
+        ({"limits": "cpu_seconds"}, "Limits.cpu_seconds must be a positive int of at most 86400, got 100000000000"),
+        ({"limits": "processes"}, "Limits.processes must be a positive int of at most 4194304, got 100000000000"),
+        ({"limits": "memory_mb"}, "Limits.memory_mb must be a positive int of at most 1048576, got 100000000000"),
+        ({"limits": "output_bytes"}, "Limits.output_bytes must be a positive int of at most 1073741824, got True"),
+    ],
+)
+def test_unrepresentable_timeouts_and_limits_are_refused(arguments, message):
+    """A timeout, wait or limit the OS or Python cannot represent is the caller's error, said in
+    one line, before anything runs."""
+    with pytest.raises(ValueError) as refused:
+        if "limits" in arguments:
+            name = arguments["limits"]
+            Limits(**{name: True if name == "output_bytes" else 10**11})
+        else:
+            run_program("print(1)", **arguments)
+    assert str(refused.value) == message
+
+
+def test_the_largest_timeout_and_limits_run():
+    result = run_program("print(1)", timeout=MAX_SECONDS, limits=Limits(**MAX_LIMITS), slot_wait=MAX_SECONDS)
+    assert result.ok and result.stdout == "1\n", result
 
 
 def test_cli_prints_one_json_object(tmp_path):

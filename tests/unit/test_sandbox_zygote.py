@@ -33,7 +33,7 @@ PRISTINE = "[1] deque False False False False 1000\n"
 @pytest.fixture
 def zygotes(children_running):
     """A function listing this process's zygote (a direct child running the sandbox bootstrap)."""
-    return lambda: children_running("sandbox zygote")
+    return lambda: children_running(sandbox_zygote.ZYGOTE_MARK)
 
 
 def test_no_state_leaks_between_sequential_runs():

@@ -3,6 +3,7 @@ scored as the program's failure: no answer, no verdict, reward terms masked; gol
 that way count in neither the Coder's passed nor total."""
 
 from verl_masopd.sandbox import ExecResult, run_many
+from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Action, Agent
 from verl_masopd.workflows.code import coder_evidence
 from verl_masopd.workflows.math import tool_user_evidence
@@ -49,3 +50,17 @@ def test_lost_golden_runs_count_in_neither_passed_nor_total():
     all_lost = coder_evidence(CODE, coder, [LOST] * 3, [], 1, 1e-6)
     assert all_lost["total"] == 0 and all_lost["verdict"] is None
     assert not local_reward("coder", all_lost, DEFAULT_WEIGHTS).mask
+
+
+def test_a_lost_reference_run_leaves_the_testers_case_unjudged():
+    workflow = make_workflow("mas", "code", 1, 2, timeout=10.0)
+    case = Case("1 2\n", "3\n")
+    runs = run_many([(SUM, case.input)] * 2, timeout=10.0)
+    judged = workflow._tester_evidence(CODE, case, None, runs)
+    assert (judged["valid"], judged["spec"], judged["verdict"]) == (True, True, True)
+    assert local_reward("tester", judged, DEFAULT_WEIGHTS).mask
+    for lost in ([runs[0], LOST], [LOST, LOST]):
+        unjudged = workflow._tester_evidence(CODE, case, None, lost)
+        assert (unjudged["valid"], unjudged["spec"], unjudged["verdict"]) == (None, None, None)
+        assert unjudged["reason"] == "the sandbox failed to run the reference solution"
+        assert not local_reward("tester", unjudged, DEFAULT_WEIGHTS).mask

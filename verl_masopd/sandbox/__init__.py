@@ -1,4 +1,4 @@
-"""Isolated execution of model-written programs (METHOD.md §2)."""
+"""Isolated execution of model-written programs (docs/method.md, "Execution sandbox")."""
 
 from verl_masopd.sandbox.call_based import wrap_call_based
 from verl_masopd.sandbox.isolation import Isolation, isolation

@@ -2,7 +2,8 @@
 
 `python -m verl_masopd.sandbox run --timeout SECONDS FILE` reads stdin, runs FILE, prints the outcome as JSON.
 `python -m verl_masopd.sandbox protections` prints what isolation this host gives runs, as JSON.
-A bad argument or an unreadable FILE ends with one line on stderr and exit status 2.
+A bad argument (a timeout that is not a number of seconds above 0 and at most a day) or an
+unreadable FILE ends with one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import sys
 
 from verl_masopd.sandbox import isolation, run_program
+from verl_masopd.sandbox.limits import MAX_SECONDS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,6 +30,8 @@ def _timeout(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive finite number of seconds, got {text!r}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:g} seconds (one day), got {text!r}")
     return value
 
 

@@ -1,4 +1,5 @@
-"""The sandbox zygote (stdlib and sortedcontainers): executed with `python -s -B -c`, argv[1] = its control socket fd.
+"""The sandbox zygote (stdlib and sortedcontainers): executed as `python -s -B -` with this source
+on stdin, argv[1] = its control socket fd.
 
 The zygote is a long-lived process with the interpreter, this bootstrap and the modules programs
 commonly import already loaded. It never runs model code. Per request received on the control
@@ -9,23 +10,27 @@ socket closes. It is a child subreaper that ignores SIGCHLD: whatever a killed s
 is reparented to it and reaped at once, never left a zombie under the host's init.
 
 With namespaces, the zygote forks each supervisor as PID 1 of a new PID namespace; the
-supervisor enters its uid's network namespace and fresh IPC and mount namespaces, joins the
-slot's cgroups, builds the run's filesystem (a tmpfs root holding the read-only view, the
-devices, a size-limited /tmp with main.py, its own /proc), chroots into it and forks the
-program. Every process the program leaves behind is reparented to the supervisor, which reaps
-it; once the program has exited, or the channel asks it to stop (or closes), it kills every
-other process of its namespace and reaps them. If the supervisor itself dies, the kernel kills
-every process of its namespace. Without namespaces the supervisor, a child subreaper, forks the
-program itself and kills the uid's processes (or its own children when unprivileged) at the end.
+supervisor enters its uid's network namespace and fresh IPC and mount namespaces, builds the
+run's filesystem (a tmpfs root holding the read-only view, the devices, a size-limited /tmp with
+main.py, its own /proc), chroots into it and forks the program, which joins the slot's cgroups
+(the supervisor stays outside them, so that nothing its run does slows it down). Every process
+the program leaves behind is reparented to the supervisor, which reaps it; once the program has
+exited, or the channel asks it to stop (or closes), it kills every other process of its
+namespace and reaps them. If the supervisor itself dies, the kernel kills every process of its
+namespace. Without namespaces the supervisor, a child subreaper, forks the program itself and
+kills the uid's processes (or its own children when unprivileged) at the end.
 
-The supervisor sends "started" with a pidfd of itself once the program is forked (the run's
-clock starts then), and its last message, the program's wait status, once nothing of the run
-but itself is left. The program process closes every inherited fd but stdin/stdout/stderr,
-applies the rlimits, drops to the run's unprivileged uid, replaces the environment and executes
-main.py as `__main__`; it then ends like any Python program (non-daemon threads joined, atexit handlers
-run, its globals released so that their finalizers run, streams flushed, the same exit status)
-but skips the interpreter's teardown of the zygote's modules, which would copy most of the
-zygote's memory page by page.
+The program sends "started" with a pidfd of its supervisor once it is in the slot's cgroups (the
+run's clock starts then); the supervisor sends the last message, the program's wait status, once
+nothing of the run but itself is left. Each supervisor first blanks its command line to TITLE, which its program
+inherits, so that neither's /proc/<pid>/cmdline names the interpreter's path or the zygote's
+arguments. The program process joins the slot's cgroups, closes every inherited fd but
+stdin/stdout/stderr, applies the rlimits, drops to the run's unprivileged uid, replaces the
+environment (a failure up to here is reported as the sandbox's) and executes main.py as
+`__main__` (sys.argv and sys.orig_argv those of `python3 main.py`); it then ends like any
+Python program (non-daemon threads joined, atexit handlers run, its globals released so that
+their finalizers run, streams flushed, the same exit status) but skips the interpreter's
+teardown of the zygote's modules, which would copy most of the zygote's memory page by page.
 """
 
 import atexit
@@ -132,6 +137,7 @@ PR_SET_NO_NEW_PRIVS = 38
 MAX_REQUEST_BYTES = 1 << 16
 REQUEST_FDS = 4
 REAP_INTERVAL_S = 0.05
+TITLE = ("python3", "main.py")
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -171,11 +177,23 @@ def serve(control):
             control.close()
             os.close(own_pids)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            blank_command_line()
             return config, fds, network
         if config["namespaces"]:
             checked(libc.setns(own_pids, CLONE_NEWPID), "setns")
         for fd in fds:
             os.close(fd)
+
+
+def blank_command_line():
+    """Overwrite the memory of this process's arguments (what /proc/<pid>/cmdline reads) with
+    TITLE; the interpreter keeps its own copy of them (sys.orig_argv)."""
+    with open("/proc/self/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end, fields 48 and 49 of proc(5)
+    title = "\0".join(TITLE).encode()[: end - start - 1]
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, title, len(title))
 
 
 def uid_network(networks, uid):
@@ -193,14 +211,18 @@ def uid_network(networks, uid):
 
 def enter_namespaces(config, network):
     """The uid's network namespace, fresh IPC (SysV objects and POSIX message queues die with
-    the run) and mount namespaces, the slot's cgroups, and the run's filesystem."""
+    the run) and mount namespaces, and the run's filesystem."""
     checked(libc.setns(network, CLONE_NEWNET), "setns")
     os.close(network)
     checked(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
-    for procs in config["cgroups"]:
-        with open(procs, "w") as handle:
-            handle.write("0")
     build_view(config)
+
+
+def join_cgroups(procs):
+    """Move this process into the cgroups whose cgroup.procs files `procs` (fds) are open."""
+    for fd in procs:
+        os.write(fd, b"0")
+        os.close(fd)
 
 
 def build_view(config):
@@ -246,24 +268,44 @@ def build_view(config):
     os.chdir("/")
 
 
-def enter_program(config):
-    """In the program process: close every fd but stdin/stdout/stderr, apply the limits, drop
-    privileges and return main.py compiled (or exit 1 with the compile error)."""
-    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    for name, value in config["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (value, value))
-    uid = config["uid"]
-    if uid is not None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    checked(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
-    os.environ.clear()
-    os.environ.update(config["env"])
-    os.chdir(config["cwd"])
-    sys.argv = ["main.py"]
-    with open("main.py", "rb") as handle:
-        source = handle.read()
+def enter_program(config, channel, stdio, cgroups, supervisor):
+    """In the program process: join the slot's cgroups (`cgroups`: fds of their cgroup.procs
+    files), send "started" with `supervisor` (a pidfd of the supervisor) on `channel`, take
+    `stdio` as stdin/stdout/stderr, close every other fd, apply the rlimits (each at most the
+    hard limit this host gives, which root without CAP_SYS_RESOURCE cannot raise), drop
+    privileges, and return main.py compiled (or exit 1 with the compile error). The run's clock
+    starts at "started", once the program is in its cgroups (joining may wait on the kernel's
+    cgroup locks, which a busy machine holds long). A failure before main.py is compiled is the
+    sandbox's: reported on `channel` as such, never passed off as the program's exit."""
+    try:
+        join_cgroups(cgroups)
+        socket.send_fds(channel, [b"started"], [supervisor])
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)
+        keep = channel.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        for name, value in config["rlimits"].items():
+            limit = getattr(resource, name)
+            hard = resource.getrlimit(limit)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (value, value))
+        uid = config["uid"]
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        checked(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+        os.environ.clear()
+        os.environ.update(config["env"])
+        os.chdir(config["cwd"])
+        sys.argv = list(TITLE[1:])
+        sys.orig_argv = list(TITLE)
+        with open("main.py", "rb") as handle:
+            source = handle.read()
+    except Exception as error:
+        finish(channel, {"error": f"the program's set-up failed: {type(error).__name__}: {error}"})
+    channel.close()
     try:
         return compile_program(source)
     except (SyntaxError, ValueError) as error:
@@ -409,17 +451,15 @@ def start_run(config, fds, network):
     uid = config["uid"]
     try:
         checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl")
+        cgroups = [os.open(procs, os.O_WRONLY) for procs in config["cgroups"]]  # before the chroot hides them
         if config["namespaces"]:
             enter_namespaces(config, network)
+        supervisor = os.pidfd_open(os.getpid())
         program = os.fork()
         if program == 0:
-            channel.detach()
-            for target, fd in enumerate(stdio):
-                os.dup2(fd, target)
-            return enter_program(config)
-        for fd in stdio:
+            return enter_program(config, channel, stdio, cgroups, supervisor)
+        for fd in (*stdio, *cgroups, supervisor):
             os.close(fd)
-        socket.send_fds(channel, [b"started"], [os.pidfd_open(os.getpid())])
     except Exception as error:
         finish(channel, {"error": f"{type(error).__name__}: {error}"})
     stop = kill_namespace if config["namespaces"] else lambda: kill_run_processes(uid)

@@ -30,16 +30,19 @@ def _signal_name(number: int) -> str:
 def describe_failure(
     exit_code: int | None,
     stderr: str,
-    timed_out: bool,
+    limit: str | None,
     truncated: bool,
     timeout: float,
     output_bytes: int,
     memory_killed: bool = False,
 ) -> str | None:
     """None for a clean exit, else the reason: timeout, truncation, syntax, memory, signal or exit code.
-    `memory_killed`: the kernel killed a process of the run for the run's total memory."""
-    if timed_out:
+    `limit`: the time limit that ended the run ("wall", "cpu" or None); `memory_killed`: the
+    kernel killed a process of the run for the run's total memory."""
+    if limit == "wall":
         return f"timeout after {timeout:.1f}s"
+    if limit == "cpu":
+        return f"timeout after {timeout:.1f}s of CPU time"
     if truncated:
         return f"output truncated at {output_bytes} bytes"
     if exit_code == 0:
@@ -58,3 +61,8 @@ def describe_failure(
     if exit_code < 0:
         return _SIGNAL_REASONS.get(-exit_code, f"killed by {_signal_name(-exit_code)}")
     return f"exit code {exit_code}: {last}" if last else f"exit code {exit_code}"
+
+
+def starved_reason(cpu_time: float, timeout: float) -> str:
+    """Why a run the machine starved of CPU (timing.py) says nothing about its program."""
+    return f"sandbox failure: starved of CPU ({cpu_time:.2f}s of CPU time in its {timeout:.1f}s), machine overloaded"

@@ -6,7 +6,8 @@ share one. Under that uid the process-count rlimit binds and every process of th
 found and killed. Where the kernel permits namespaces, each run has its own network, IPC, mount
 and PID namespaces and sees a filesystem of its own (`Isolation.view`: the system's programs
 and libraries and the interpreter's directories, read-only, plus a size-limited /tmp); where
-cgroups are available, its process tree has memory and process-count totals (cgroups.py).
+cgroups are available, its process tree has memory and process-count totals, one fair share of
+the CPU and a measured CPU time (cgroups.py, timing.py).
 `Isolation.protections` names what is active and is logged once at start-up; what is missing
 is in `Isolation.warnings`.
 """
@@ -67,7 +68,8 @@ class Isolation:
     with the filesystem `view` ((path, symlink target or "") entries, bound read-only) and
     `devices` (character devices made anew in the run's /dev) on a tmpfs mounted, in the run's
     own mount namespace, at `root` (an empty directory of the host that stays);
-    cgroups: per-run memory and process totals; protections: what is active, in words."""
+    cgroups: per-run memory and process totals, CPU share and CPU time; protections: what is
+    active, in words."""
 
     privileged: bool
     namespaces: bool
@@ -102,9 +104,20 @@ def filesystem_view() -> tuple[tuple[str, str], ...]:
     return tuple(sorted(entries.items()))
 
 
-@functools.lru_cache(maxsize=1)
+_probe_lock = threading.Lock()
+
+
 def isolation() -> Isolation:
-    """Probe once per process what this host allows; log what is active and warn about what is missing."""
+    """What this host allows, probed once per process: concurrent first callers wait for the one
+    probe (a probe per thread would start as many interpreters at once). `isolation.cache_clear()`
+    forgets it."""
+    with _probe_lock:
+        return _probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> Isolation:
+    """Probe what this host allows; log what is active and warn about what is missing."""
     privileged = os.geteuid() == 0
     warnings = []
     namespaces = False
@@ -128,9 +141,12 @@ def isolation() -> Isolation:
     if namespaces:
         cgroups, described = find_cgroups()
         if cgroups is None:
-            warnings.append(f"no cgroups ({described}): memory is capped per process, processes per uid")
+            warnings.append(
+                f"no cgroups ({described}): memory is capped per process, processes per uid; the CPU is shared "
+                "per process and a run's time is its wall clock alone"
+            )
         else:
-            protections.append(f"{described} totals per run")
+            protections.append(described)
     for warning in warnings:
         logger.warning("sandbox isolation reduced: %s", warning)
     logger.info("sandbox protections: %s", "; ".join(protections) or "none")
@@ -140,6 +156,9 @@ def isolation() -> Isolation:
     if root:
         os.makedirs(root, exist_ok=True)
     return Isolation(privileged, namespaces, root, view, devices, cgroups, tuple(protections), tuple(warnings))
+
+
+isolation.cache_clear = _probe.cache_clear
 
 
 def slot_lock_dir() -> str:
@@ -156,8 +175,10 @@ _local_slots = threading.BoundedSemaphore(SLOT_COUNT)
 
 
 def _reset_after_fork() -> None:
-    global _local_slots
+    """A forked child must not inherit a lock or slots some parent thread held."""
+    global _local_slots, _probe_lock
     _local_slots = threading.BoundedSemaphore(SLOT_COUNT)
+    _probe_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -2,10 +2,12 @@
 
 Each run is a fresh fork of the sandbox zygote (zygote.py, bootstrap.py), so no interpreter
 starts per run; this side takes a slot uid (waiting at most `slot_wait` seconds, not counted in
-the program's time), prepares its cgroup, working directory, stdin and pipes, reads the output,
-enforces the deadline (counted from the program's start) and the output cap, and turns the
-outcome into an ExecResult. A failure of the sandbox itself is retried once with a fresh slot,
-then returned as an infrastructure failure, never as the program's.
+the program's time), prepares its cgroup, working directory, stdin and pipes, reads the output
+and the supervisor's report, enforces the run's time limits (timing.py: wall clock and CPU time,
+counted from the program's start) and the output cap, and turns the outcome into an ExecResult.
+A failure of the sandbox itself is retried once with a fresh slot, then returned as an
+infrastructure failure, never as the program's; so is a run the machine starved of CPU until its
+timeout (not retried: its time is up).
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ import contextlib
 import logging
 import os
 import selectors
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from verl_masopd.sandbox.errors import describe_failure
+from verl_masopd.sandbox.errors import describe_failure, starved_reason
 from verl_masopd.sandbox.isolation import (
     SLOT_COUNT,
     SLOT_WAIT_S,
@@ -32,7 +33,9 @@ from verl_masopd.sandbox.isolation import (
     remove_uid_files,
     slot_uid,
 )
-from verl_masopd.sandbox.limits import STDERR_TAIL_BYTES, ExecResult, Limits
+from verl_masopd.sandbox.limits import STDERR_TAIL_BYTES, ExecResult, Limits, checked_seconds
+from verl_masopd.sandbox.timing import RunClock
+from verl_masopd.sandbox.workdirs import workdir
 from verl_masopd.sandbox.zygote import ZYGOTE_ENV, Run, SandboxError, start_run
 
 logger = logging.getLogger(__name__)
@@ -63,17 +66,6 @@ def _rlimits(limits: Limits) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def _workdir(uid: int | None) -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="masopd-sandbox-")
-    try:
-        if uid is not None:
-            os.chown(path, uid, uid)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@contextlib.contextmanager
 def _run_identity(slot_wait: float) -> Iterator[int | None]:
     if not isolation().privileged:
         yield None
@@ -82,19 +74,27 @@ def _run_identity(slot_wait: float) -> Iterator[int | None]:
         yield uid
 
 
-def _collect(stdout_pipe, stderr_pipe, deadline: float, output_bytes: int) -> tuple[bytes, bytes, bool, bool]:
-    """Read stdout (capped) and the stderr tail until both close, the deadline passes or the cap is hit."""
+def _collect(run: Run, stdout_pipe, stderr_pipe, clock: RunClock, output_bytes: int):
+    """Read stdout (capped), the stderr tail and the supervisor's report until the report has come
+    and both pipes have closed, a limit of `clock` is reached or the cap is hit: (stdout, stderr,
+    the report or None, the limit reached or None, whether the cap was hit)."""
     stdout, stderr = bytearray(), bytearray()
-    timed_out = truncated = False
+    report = limit = None
+    truncated = False
     with selectors.DefaultSelector() as selector:
         selector.register(stdout_pipe, selectors.EVENT_READ, stdout)
         selector.register(stderr_pipe, selectors.EVENT_READ, stderr)
+        selector.register(run.channel, selectors.EVENT_READ, None)
         while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
+            now = time.monotonic()
+            limit = clock.limit(now)
+            if limit is not None:
                 break
-            for key, _ in selector.select(remaining):
+            for key, _ in selector.select(clock.wait(now)):
+                if key.data is None:
+                    report = run.reply(now)
+                    selector.unregister(key.fileobj)
+                    continue
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     selector.unregister(key.fileobj)
@@ -106,21 +106,25 @@ def _collect(stdout_pipe, stderr_pipe, deadline: float, output_bytes: int) -> tu
                 del stdout[output_bytes:]
                 truncated = True
                 break
-    return bytes(stdout), bytes(stderr), timed_out, truncated
+    return bytes(stdout), bytes(stderr), report, limit, truncated
 
 
-def _supervised(run: Run, stdout_pipe, stderr_pipe, deadline: float, limits: Limits):
-    """Collect the run's output and its supervisor's reply; stop the run at the deadline or the output cap."""
-    stdout, stderr, timed_out, truncated = _collect(stdout_pipe, stderr_pipe, deadline, limits.output_bytes)
-    reply = None if timed_out or truncated else run.reply(deadline)
-    if reply is None:
-        timed_out = not truncated
+def _supervised(run: Run, stdout_pipe, stderr_pipe, clock: RunClock, limits: Limits):
+    """Collect the run's output and its supervisor's report; stop the run at a limit or the output
+    cap. Also whether the wall clock ran out on a starved run (timing.py), and the run's CPU time
+    (at that moment for a starved run, else once it has ended)."""
+    stdout, stderr, report, limit, truncated = _collect(run, stdout_pipe, stderr_pipe, clock, limits.output_bytes)
+    cpu_time = clock.cpu_time() if limit == "wall" else None
+    starved = limit == "wall" and clock.starved(cpu_time)
+    if report is None:
         run.stop()
-        reply = run.reply(time.monotonic() + _SUPERVISOR_GRACE_S)
-        if reply is None:
+        report = run.reply(time.monotonic() + _SUPERVISOR_GRACE_S)
+        if report is None:
             run.kill_supervisor(_SUPERVISOR_GRACE_S)
-            reply = {"error": "the run's supervisor did not report"}
-    return stdout, stderr, timed_out, truncated, reply
+            report = {"error": "the run's supervisor did not report"}
+    if not starved:
+        cpu_time = clock.cpu_time()
+    return stdout, stderr, report, limit, starved, truncated, cpu_time
 
 
 def _ensure_empty(uid: int) -> None:
@@ -136,16 +140,16 @@ def _ensure_empty(uid: int) -> None:
 
 def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: float) -> ExecResult:
     setup = isolation()
-    with _run_identity(slot_wait) as uid, _workdir(uid) as workdir, tempfile.TemporaryFile() as stdin_file:
-        Path(workdir, "main.py").write_text(code, encoding="utf-8", errors="surrogateescape")
+    with _run_identity(slot_wait) as uid, workdir(uid) as workdir_path, tempfile.TemporaryFile() as stdin_file:
+        Path(workdir_path, "main.py").write_text(code, encoding="utf-8", errors="surrogateescape")
         stdin_file.write(stdin.encode("utf-8", errors="surrogateescape"))
         stdin_file.seek(0)
-        cwd = "/tmp" if setup.namespaces else workdir
+        cwd = "/tmp" if setup.namespaces else workdir_path
         cgroups = setup.cgroups if uid is not None else None
         mib = 1024 * 1024
         config = {
             "uid": uid,
-            "workdir": workdir,
+            "workdir": workdir_path,
             "cwd": cwd,
             "env": _environment(cwd),
             "namespaces": setup.namespaces,
@@ -153,45 +157,51 @@ def _execute(code: str, stdin: str, timeout: float, limits: Limits, slot_wait: f
             "view": setup.view,
             "devices": setup.devices,
             "disk_bytes": limits.disk_mb * mib,
-            "cgroups": cgroups.prepare(uid, (limits.memory_mb + limits.disk_mb) * mib, limits.processes + 1)
+            "cgroups": cgroups.prepare(uid, (limits.memory_mb + limits.disk_mb) * mib, limits.processes)
             if cgroups
             else [],
             "rlimits": _rlimits(limits),
         }
         oom_kills = cgroups.oom_kills(uid) if cgroups else 0
+        clock = RunClock(timeout, cgroups, uid)
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
         with open(stdout_read, "rb", buffering=0) as stdout_pipe, open(stderr_read, "rb", buffering=0) as stderr_pipe:
             try:
-                run = start_run(config, (stdin_file.fileno(), stdout_write, stderr_write))
+                run = start_run(
+                    config, (stdin_file.fileno(), stdout_write, stderr_write), setup.cgroups and setup.cgroups.zygote
+                )
             finally:
                 os.close(stdout_write)
                 os.close(stderr_write)
             start = time.monotonic()
+            clock.start(start)
             with run:
-                stdout, stderr, timed_out, truncated, reply = _supervised(
-                    run, stdout_pipe, stderr_pipe, start + timeout, limits
+                stdout, stderr, report, limit, starved, truncated, cpu_time = _supervised(
+                    run, stdout_pipe, stderr_pipe, clock, limits
                 )
-        if uid is not None and "status" not in reply:
+        if uid is not None and "status" not in report:
             _ensure_empty(uid)
-        if "error" in reply and not timed_out:
-            raise SandboxError(reply["error"])
+        if "error" in report and limit is None:
+            raise SandboxError(report["error"])
         if uid is not None and not setup.namespaces:
             remove_uid_files(uid, WORLD_WRITABLE_DIRS)
         memory_killed = bool(cgroups) and cgroups.oom_kills(uid) > oom_kills
     stderr_text = stderr.decode("utf-8", errors="replace")
-    status = None if timed_out else reply["status"]
+    status = None if limit else report["status"]
     exit_code = None if status is None else os.waitstatus_to_exitcode(status)
+    error = describe_failure(exit_code, stderr_text, limit, truncated, timeout, limits.output_bytes, memory_killed)
     return ExecResult(
         stdout=stdout.decode("utf-8", errors="replace"),
         stderr=stderr_text,
         exit_code=exit_code,
-        timed_out=timed_out,
+        timed_out=limit is not None,
         duration=time.monotonic() - start,
-        error=describe_failure(
-            exit_code, stderr_text, timed_out, truncated, timeout, limits.output_bytes, memory_killed
-        ),
+        error=starved_reason(cpu_time, timeout) if starved else error,
         truncated=truncated,
+        infrastructure_failure=starved,
+        limit=limit,
+        cpu_time=cpu_time,
     )
 
 
@@ -206,12 +216,16 @@ def run_program(
     limits: Limits | None = None,
     slot_wait: float = SLOT_WAIT_S,
 ) -> ExecResult:
-    """Run `code` as a Python program on `stdin` under `timeout` seconds of wall clock and `limits`,
-    waiting at most `slot_wait` seconds for a slot.
+    """Run `code` as a Python program on `stdin` under `timeout` seconds of wall clock and of CPU
+    time (timing.py) and `limits`, waiting at most `slot_wait` seconds for a slot.
 
-    Never raises: a failure of the sandbox itself is retried once, then returned as an
-    ExecResult with `infrastructure_failure` set and its reason.
+    Never raises for anything the program does: a failure of the sandbox itself is retried once,
+    then returned as an ExecResult with `infrastructure_failure` set and its reason. A `timeout`
+    or `slot_wait` that is not a number of seconds up to limits.MAX_SECONDS (one day), above 0
+    (`slot_wait`: or 0), is the caller's error: ValueError.
     """
+    timeout = checked_seconds("timeout", timeout)
+    slot_wait = checked_seconds("slot_wait", slot_wait, zero=True)
     for attempt in range(_ATTEMPTS):
         try:
             return _execute(code, stdin, timeout, limits or Limits(), slot_wait)
@@ -233,8 +247,11 @@ def run_many(
     """Run (code, stdin) jobs concurrently on a bounded pool; results in the order of `jobs`.
 
     The pool has at most SLOT_COUNT workers as root (no more runs of one process can hold a slot
-    at once), `max_workers` or the CPU count otherwise.
+    at once), `max_workers` or the CPU count otherwise. A bad `timeout` or `slot_wait` is a
+    ValueError before anything runs, as in run_program.
     """
+    checked_seconds("timeout", timeout)
+    checked_seconds("slot_wait", slot_wait, zero=True)
     if not jobs:
         return []
     workers = min(max_workers or os.cpu_count() or 1, len(jobs))

@@ -1,11 +1,12 @@
 """The parent's side of the sandbox zygote (bootstrap.py): start runs without an interpreter start.
 
 One zygote per process, started lazily by the first run with a scrubbed environment (it is
-exec'd, never forked from the caller, so it holds none of the caller's memory or secrets),
-restarted when it has died, forgotten by forked children (which start their own), closed at
-exit. Concurrent runs share it: a request is one atomic message on a SOCK_SEQPACKET socket
-that carries the run's fds, and the zygote only forks, so it serves them one after another in
-microseconds while the runs themselves proceed in parallel.
+exec'd, never forked from the caller, so it holds none of the caller's memory or secrets) and
+its source on stdin (so that no command line carries it), restarted when it has died, forgotten
+by forked children (which start their own), closed at exit. Concurrent runs share it: a request
+is one atomic message on a SOCK_SEQPACKET socket that carries the run's fds, and the zygote only
+forks, so it serves them one after another in microseconds while the runs themselves proceed in
+parallel.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_BOOTSTRAP = Path(__file__).with_name("bootstrap.py").read_text()
+_BOOTSTRAP = Path(__file__).with_name("bootstrap.py").read_bytes()
+# The zygote's last argument, ignored: it names the zygote in the host's process list (runs do not
+# see it: each supervisor blanks its command line, bootstrap.py).
+ZYGOTE_MARK = "verl-masopd-sandbox-zygote"
 _START_TIMEOUT_S = 30.0
 _CLOSE_TIMEOUT_S = 5.0
 _REPLY_BYTES = 4096
@@ -65,7 +69,7 @@ class Run:
         self.channel.settimeout(max(deadline - time.monotonic(), 0.0))
         try:
             message = self.channel.recv(_REPLY_BYTES)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             return None
         if not message:
             return {"error": "the run's supervisor ended without a status"}
@@ -92,20 +96,32 @@ class Run:
 
 
 class Zygote:
-    """A started zygote process and the parent's end of its control socket."""
+    """A started zygote process and the parent's end of its control socket; the zygote joins the
+    cgroup whose cgroup.procs file is `cgroup` (when given) before it serves a run."""
 
-    def __init__(self):
+    def __init__(self, cgroup: str | None):
         self.control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with zygote_end:
             self.process = subprocess.Popen(
-                [sys.executable, "-s", "-B", "-c", _BOOTSTRAP, str(zygote_end.fileno())],
-                stdin=subprocess.DEVNULL,
+                [sys.executable, "-s", "-B", "-", str(zygote_end.fileno()), ZYGOTE_MARK],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=[zygote_end.fileno()],
                 env=ZYGOTE_ENV,
                 cwd="/",
             )
+        try:
+            if cgroup:
+                with open(cgroup, "w") as procs:
+                    procs.write(str(self.process.pid))
+            with self.process.stdin as source:
+                source.write(_BOOTSTRAP)
+        except OSError:
+            self.control.close()
+            self.process.kill()
+            self.process.wait()
+            raise
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -134,9 +150,10 @@ _lock = threading.Lock()
 _zygote: Zygote | None = None
 
 
-def start_run(config: dict, stdio: tuple[int, int, int]) -> Run:
+def start_run(config: dict, stdio: tuple[int, int, int], cgroup: str | None) -> Run:
     """Start one run (config as bootstrap.py reads it; stdin, stdout, stderr fds) on this
-    process's zygote, (re)starting the zygote when there is none or it has died."""
+    process's zygote, (re)starting the zygote, in `cgroup` (a cgroup.procs file, or None), when
+    there is none or it has died."""
     global _zygote
     with _lock:
         for attempt in range(2):
@@ -144,7 +161,7 @@ def start_run(config: dict, stdio: tuple[int, int, int]) -> Run:
                 if _zygote is not None:
                     logger.warning("sandbox zygote exited with %s; starting a new one", _zygote.process.returncode)
                     _zygote.close()
-                _zygote = Zygote()
+                _zygote = Zygote(cgroup)
             try:
                 channel = _zygote.request(config, stdio)
                 break

@@ -1,4 +1,4 @@
-"""The Coder–Tester workflow for code problems (METHOD.md §1, Table 3).
+"""The Coder–Tester workflow for code problems (paper Table 3; docs/method.md, "The multi-agent systems").
 
 One turn: every Coder writes a program (the last ```python block), every Tester writes one test
 case (the last ```input and ```output blocks). The environment runs each program
@@ -262,14 +262,17 @@ class CodeWorkflow(CodeDomainWorkflow):
         self, problem: Problem, case: TestCase | None, reason: str | None, runs: list[ExecResult]
     ) -> dict:
         """valid: well-formed, and the reference solution runs cleanly on the input and prints the
-        same output on two runs; spec: that output agrees with the declared one."""
-        if not problem.reference_solution:
+        same output on two runs; spec: that output agrees with the declared one. A reference run
+        the sandbox itself failed to carry out (`infrastructure_failure`, e.g. starved of CPU)
+        leaves valid, spec and the verdict unknown, as without a reference solution."""
+        lost = any(r.infrastructure_failure for r in runs)
+        if not problem.reference_solution or (case is not None and lost):
             return {
                 "well_formed": case is not None,
                 "valid": None,
                 "spec": None,
                 "verdict": None if case is not None else False,
-                "reason": reason,
+                "reason": "the sandbox failed to run the reference solution" if lost else reason,
             }
         if case is None:
             return {"well_formed": False, "valid": False, "spec": False, "verdict": False, "reason": reason}
