@@ -1,8 +1,14 @@
-"""Atomic checkpoints: contents round-trip (state, RNG, a real model + optimizer), the pointer
-file names the newest complete one, a write killed midway is never resumed from, old
-checkpoints are pruned, and the resume modes pick the right folder."""
+"""Atomic, verified checkpoints: contents round-trip (state, RNG, a real model + optimizer), a
+manifest lists every file's size and sha256 and names the file that is missing, truncated or
+altered, a write killed midway is never resumed from, a checkpoint is never replaced, old
+checkpoints are pruned, auto resume takes the newest good checkpoint on disk (saying so when the
+pointer file disagrees, naming what it skipped), and an exported config carries the source model's
+attention."""
 
+import hashlib
 import json
+import logging
+import os
 import random
 import subprocess
 import sys
@@ -13,9 +19,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from verl_masopd.platform.packed_attention import PACKED_SDPA
 from verl_masopd.trainer import checkpoint as ckpt
 from verl_masopd.trainer.checkpoint import (
+    MANIFEST_FILE,
     POINTER_FILE,
+    CheckpointError,
     TrainerState,
     changed_config_keys,
     checkpoint_steps,
@@ -23,7 +32,9 @@ from verl_masopd.trainer.checkpoint import (
     find_resume_point,
     load_checkpoint,
     save_checkpoint,
+    verify_checkpoint,
 )
+from verl_masopd.trainer.engine import ATTENTION_KEY, restore_source_attention
 
 
 @pytest.fixture
@@ -43,6 +54,15 @@ def state(step: int, cfg) -> TrainerState:
 def note_writer(text: str):
     def write(folder):
         (folder / "note.txt").write_text(text)
+
+    return write
+
+
+def weights_writer(numel: int):
+    """A component writing `numel` float32 weights with torch.save (as verl's engine does)."""
+
+    def write(folder):
+        torch.save(torch.arange(numel, dtype=torch.float32), folder / "weights.pt")
 
     return write
 
@@ -136,7 +156,7 @@ def test_a_process_killed_mid_write_is_never_resumed_from(tmp_path, cfg):
     assert find_resume_point(tmp_path, "auto") == tmp_path / "global_step_2"
 
 
-def test_a_kill_between_rename_and_pointer_keeps_the_old_resume_point(tmp_path, cfg, monkeypatch):
+def test_a_kill_between_rename_and_pointer_resumes_from_the_renamed_checkpoint(tmp_path, cfg, monkeypatch, caplog):
     save_checkpoint(tmp_path, state(1, cfg), cfg, {"coder": note_writer("one")})
 
     def killed(path, text):
@@ -144,44 +164,152 @@ def test_a_kill_between_rename_and_pointer_keeps_the_old_resume_point(tmp_path, 
 
     monkeypatch.setattr(ckpt, "_write_atomically", killed)
     with pytest.raises(SystemExit):
-        save_checkpoint(tmp_path, state(2, cfg), cfg, {"coder": note_writer("orphan")})
+        save_checkpoint(tmp_path, state(2, cfg), cfg, {"coder": note_writer("two")})
     monkeypatch.undo()
-    assert (tmp_path / "global_step_2").is_dir()
-    assert find_resume_point(tmp_path, "auto") == tmp_path / "global_step_1"
+    renamed = tmp_path / "global_step_2"
+    assert (tmp_path / POINTER_FILE).read_text() == "1"
+    # renamed only once complete, fsynced and hashed: the newest checkpoint, though the pointer lags
+    with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
+        assert find_resume_point(tmp_path, "auto") == renamed
+    assert f"{tmp_path / POINTER_FILE} names step '1': resuming from the newest good checkpoint on disk, {renamed}" in (
+        caplog.text
+    )
 
-    save_checkpoint(tmp_path, state(2, cfg), cfg, {"coder": note_writer("two")})
-    assert (tmp_path / "global_step_2" / "coder" / "note.txt").read_text() == "two"
-    assert find_resume_point(tmp_path, "auto") == tmp_path / "global_step_2"
+
+def test_a_checkpoint_is_never_replaced_nor_written_below_a_later_one(tmp_path, cfg):
+    save_checkpoint(tmp_path, state(1, cfg), cfg, {"coder": note_writer("one")})
+    save_checkpoint(tmp_path, state(3, cfg), cfg, {"coder": note_writer("three")})
+    for step in (3, 2):
+        with pytest.raises(CheckpointError, match=rf"global_step_{step}: not written, .* already holds global_step_3 "):
+            save_checkpoint(tmp_path, state(step, cfg), cfg, {"coder": note_writer("again")})
+    assert (tmp_path / "global_step_3" / "coder" / "note.txt").read_text() == "three"
+    assert checkpoint_steps(tmp_path) == [1, 3] and (tmp_path / POINTER_FILE).read_text() == "3"
+    assert not any(p.name.startswith(".tmp") for p in tmp_path.iterdir())
 
 
 def test_only_the_newest_checkpoints_are_kept(tmp_path, cfg):
     for step in (1, 2, 3, 4):
         save_checkpoint(tmp_path, state(step, cfg), cfg, {}, max_to_keep=2)
     assert checkpoint_steps(tmp_path) == [3, 4]
-    # A run resumed from an earlier step writes a lower step: that one is the newest and stays.
-    save_checkpoint(tmp_path, state(2, cfg), cfg, {}, max_to_keep=2)
-    assert checkpoint_steps(tmp_path) == [2, 4]
-    assert find_resume_point(tmp_path, "auto") == tmp_path / "global_step_2"
     for step in (5, 6):
         save_checkpoint(tmp_path, state(step, cfg), cfg, {}, max_to_keep=None)
-    assert checkpoint_steps(tmp_path) == [2, 4, 5, 6]
+    assert checkpoint_steps(tmp_path) == [3, 4, 5, 6]
 
 
-def test_resume_modes(tmp_path, cfg):
+def test_resume_modes(tmp_path, cfg, caplog):
     assert find_resume_point(tmp_path, "auto") is None
     path = save_checkpoint(tmp_path, state(7, cfg), cfg, {})
     assert find_resume_point(tmp_path, "auto") == path
     assert find_resume_point(tmp_path, "disable") is None
     assert find_resume_point(tmp_path / "elsewhere", "resume_path", str(path)) == path
-    with pytest.raises(FileNotFoundError, match="trainer.resume_from_path=.* is not a complete checkpoint"):
+    with pytest.raises(CheckpointError, match=r"trainer.resume_from_path=.* cannot be resumed from: .*trainer_state"):
         find_resume_point(tmp_path, "resume_path", str(tmp_path))
     with pytest.raises(ValueError, match="trainer.resume_mode=resume_path needs trainer.resume_from_path"):
         find_resume_point(tmp_path, "resume_path", None)
     with pytest.raises(ValueError, match="trainer.resume_mode must be one of"):
         find_resume_point(tmp_path, "latest")
     (tmp_path / POINTER_FILE).write_text("9")
-    with pytest.raises(FileNotFoundError, match="names step 9"):
+    with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
+        assert find_resume_point(tmp_path, "auto") == path
+    assert "names step '9': resuming from the newest good checkpoint on disk" in caplog.text
+    (path / "rng_state.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=rf"^trainer.resume_from_path={path} cannot be resumed from: {path}/rng"):
+        find_resume_point(tmp_path, "resume_path", str(path))
+
+
+def test_without_a_pointer_auto_resumes_from_the_newest_checkpoint_and_says_so(tmp_path, cfg, caplog):
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, state(step, cfg), cfg, {"coder": note_writer(str(step))})
+    (tmp_path / POINTER_FILE).unlink()
+    with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
+        assert find_resume_point(tmp_path, "auto") == tmp_path / "global_step_3"
+    newest = tmp_path / "global_step_3"
+    assert f"{tmp_path / POINTER_FILE} is missing: resuming from the newest good checkpoint on disk, {newest}" in (
+        caplog.text
+    )
+
+
+def test_the_manifest_lists_every_file_with_its_size_and_sha256(tmp_path, cfg):
+    path = save_checkpoint(tmp_path, state(1, cfg), cfg, {"coder": weights_writer(1000), "critic": note_writer("v")})
+    listed = json.loads((path / MANIFEST_FILE).read_text())["files"]
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+    assert sorted(listed) == [f for f in files if f != MANIFEST_FILE]
+    assert sorted(listed) == [
+        "coder/weights.pt",
+        "config.yaml",
+        "critic/note.txt",
+        "rng_state.pt",
+        "trainer_state.json",
+    ]
+    for rel, entry in listed.items():
+        data = (path / rel).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert verify_checkpoint(path) is True
+
+
+def test_a_damaged_file_is_named_with_what_is_wrong(tmp_path, cfg):
+    path = save_checkpoint(tmp_path, state(1, cfg), cfg, {"coder": weights_writer(1000)})
+    weights = path / "coder" / "weights.pt"
+    original = weights.read_bytes()
+
+    weights.write_bytes(original[:100])
+    with pytest.raises(CheckpointError) as truncated:
+        verify_checkpoint(path)
+    assert (
+        str(truncated.value) == f"{weights}: 100 bytes, the manifest lists {len(original)} (truncated or overwritten)"
+    )
+
+    flipped = bytearray(original)
+    flipped[-10] ^= 0xFF
+    weights.write_bytes(bytes(flipped))
+    with pytest.raises(
+        CheckpointError, match=rf"^{weights}: contents differ from the manifest \(sha256 [0-9a-f]{{64}}\)$"
+    ):
+        verify_checkpoint(path)
+    assert verify_checkpoint(path, ("config.yaml",)) is True  # only the files asked for
+
+    weights.unlink()
+    with pytest.raises(CheckpointError, match=rf"^{weights}: missing \(the manifest lists {len(original)} bytes\)$"):
+        verify_checkpoint(path)
+
+    (path / MANIFEST_FILE).write_text('{"files": ')
+    with pytest.raises(CheckpointError, match=rf"^{path / MANIFEST_FILE}: not a readable manifest \(JSONDecodeError"):
+        verify_checkpoint(path)
+
+
+def test_a_checkpoint_without_manifest_is_used_unverified(tmp_path, cfg, caplog):
+    path = save_checkpoint(tmp_path, state(1, cfg), cfg, {"coder": note_writer("one")})
+    (path / MANIFEST_FILE).unlink()  # as written before manifests
+    with caplog.at_level(logging.INFO, logger=ckpt.__name__):
+        assert verify_checkpoint(path) is False
+        assert find_resume_point(tmp_path, "auto") == path
+    assert f"{path} has no manifest.json (written before manifests): used unverified" in caplog.text
+
+
+def test_auto_resume_skips_damaged_checkpoints_and_stops_when_none_is_good(tmp_path, cfg, caplog):
+    good = save_checkpoint(tmp_path, state(1, cfg), cfg, {"coder": weights_writer(1000)})
+    bad = save_checkpoint(tmp_path, state(2, cfg), cfg, {"coder": weights_writer(1000)})
+    weights = bad / "coder" / "weights.pt"
+    size = weights.stat().st_size
+    os.truncate(weights, size // 2)
+    with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
+        assert find_resume_point(tmp_path, "auto") == good
+    skipped = f"skipping checkpoint {bad}: {weights}: {size // 2} bytes, the manifest lists {size} (truncated"
+    assert skipped in caplog.text
+    (good / "trainer_state.json").unlink()
+    with pytest.raises(CheckpointError, match=rf"^no checkpoint under {tmp_path} can be resumed from: {weights}: .*; "):
         find_resume_point(tmp_path, "auto")
+
+
+def test_the_exported_config_carries_the_source_models_attention(tmp_path):
+    exported = tmp_path / "config.json"
+    for source_value, expected in ((None, None), ("eager", "eager"), (PACKED_SDPA, None)):
+        source = tmp_path / f"source-{source_value}"
+        source.mkdir()
+        (source / "config.json").write_text(json.dumps({} if source_value is None else {ATTENTION_KEY: source_value}))
+        exported.write_text(json.dumps({ATTENTION_KEY: PACKED_SDPA, "hidden_size": 8}))
+        restore_source_attention(exported, source)
+        assert json.loads(exported.read_text()) == {"hidden_size": 8, **({ATTENTION_KEY: expected} if expected else {})}
 
 
 def test_config_hash_ignores_run_length_and_names_what_changed(tmp_path, cfg):

@@ -2,9 +2,12 @@
 policies' weights.
 
 A checkpoint is a `global_step_<k>` folder, or a run's checkpoint root (trainer.default_local_dir),
-which stands for the newest complete checkpoint under it. From its `config.yaml` the evaluation
-reads the system the policies were trained in (`RUN_KEYS`); a flag given on the command line
-overrides the saved value, and without a checkpoint the flags' defaults (`DEFAULTS`) apply.
+which stands for the newest `global_step_<k>` under it. Before anything is read, the checkpoint's
+config and policy weights (`EVAL_FILES`) are verified against its manifest: a missing, truncated
+or altered file is named (a checkpoint without manifest is used unverified). From its
+`config.yaml` the evaluation reads the system the policies were trained in (`RUN_KEYS`); a flag
+given on the command line overrides the saved value, and without a checkpoint the flags'
+defaults (`DEFAULTS`) apply.
 Policy p's weights are `<checkpoint>/policy_<p>/huggingface`.
 """
 
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from verl_masopd.trainer.checkpoint import CONFIG_FILE, find_resume_point
+from verl_masopd.trainer.checkpoint import CONFIG_FILE, CheckpointError, step_folders, verify_checkpoint
 from verl_masopd.workflows.prompted import PAPER
 
 # eval argument -> the training config key it mirrors
@@ -29,6 +32,8 @@ RUN_KEYS = {
     "context_layout": "workflow.context_layout",
     "max_new_tokens": "data.max_response_length",
 }
+# What an evaluation reads of a checkpoint (fnmatch patterns of relative paths), verified first.
+EVAL_FILES = (CONFIG_FILE, "policy_*/huggingface/*")
 DEFAULTS = {
     "imports": [],
     "workflow": "mas",
@@ -42,17 +47,24 @@ DEFAULTS = {
 
 
 def checkpoint_folder(path: str) -> Path:
-    """The `global_step_<k>` folder `path` names: itself, or the newest under a checkpoint root."""
+    """The `global_step_<k>` folder `path` names: itself, or the newest under a checkpoint root,
+    with its `EVAL_FILES` verified; ValueError naming the damaged file (never an older checkpoint
+    in its place)."""
     folder = Path(path).expanduser()
-    if (folder / CONFIG_FILE).is_file():
-        return folder
+    if not (folder / CONFIG_FILE).is_file():
+        found = step_folders(folder)
+        if not found:
+            raise ValueError(f"--checkpoint {path}: neither a checkpoint ({CONFIG_FILE}) nor a folder of checkpoints")
+        folder = found[-1]
+        if not (folder / CONFIG_FILE).is_file():
+            raise ValueError(
+                f"--checkpoint {path}: its newest checkpoint {folder.name} is incomplete (no {CONFIG_FILE})"
+            )
     try:
-        found = find_resume_point(folder, "auto")
-    except (ValueError, FileNotFoundError) as e:
+        verify_checkpoint(folder, EVAL_FILES)
+    except CheckpointError as e:
         raise ValueError(f"--checkpoint {path}: {e}") from None
-    if found is None:
-        raise ValueError(f"--checkpoint {path}: neither a checkpoint ({CONFIG_FILE}) nor a folder of checkpoints")
-    return found
+    return folder
 
 
 def run_settings(checkpoint: Path) -> dict:

@@ -17,6 +17,7 @@ On CPU the process must run with VERL_PLATFORM=cpu (verl_masopd.platform); `loca
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from verl.workers.engine_workers import TrainingWorker
 from verl.workers.utils.losses import ppo_loss
 from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
-from verl_masopd.platform.packed_attention import packed_attention_implementation
+from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
 from verl_masopd.teacher.prefix_scoring import score_with_shared_prefix
 
 # torch.distributed's rendezvous variables; `PolicyEngine.local` sets them in this process's
@@ -46,6 +47,9 @@ DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
 # resuming loads all but the HF copy.
 CHECKPOINT_SAVE = ("model", "optimizer", "extra", "hf_model")
 CHECKPOINT_LOAD = ("model", "optimizer", "extra")
+# The config key the engine's attention choice (a runtime setting, `training_worker_config`) takes in
+# the model config that verl's checkpoint manager saves.
+ATTENTION_KEY = "attn_implementation"
 
 
 def check_model_path(path: str | os.PathLike) -> str:
@@ -56,6 +60,26 @@ def check_model_path(path: str | os.PathLike) -> str:
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"model path {str(path)!r} has no config.json (not a transformers model folder)")
     return str(folder)
+
+
+def restore_source_attention(exported: Path, source: str | os.PathLike) -> None:
+    """Give the exported config.json `exported` the source model's `attn_implementation`, or none
+    when the source has none or names this project's sdpa_packed.
+
+    The engine's attention is a runtime setting that verl's checkpoint manager writes into the saved
+    model config; "sdpa_packed" there stops `from_pretrained` in any program that has not imported
+    this project. Engines set it again when they load (`training_worker_config`). A worker that
+    exported no config.json is left as it is.
+    """
+    if not exported.is_file():
+        return
+    config = json.loads(exported.read_text())
+    original = json.loads((Path(source) / "config.json").read_text()).get(ATTENTION_KEY)
+    if original in (None, PACKED_SDPA):
+        config.pop(ATTENTION_KEY, None)
+    else:
+        config[ATTENTION_KEY] = original
+    exported.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 @dataclass(frozen=True)
@@ -326,8 +350,10 @@ class PolicyEngine:
 
     def save_checkpoint(self, folder: str | os.PathLike, step: int) -> None:
         """Model shards (float32), optimizer and scheduler state, and a `huggingface/` folder that
-        `from_pretrained` loads (verl writes it in bfloat16), under `folder`."""
+        `from_pretrained` loads (verl writes it in bfloat16), under `folder`; its config.json
+        carries the source model's attention setting, not the engine's (`restore_source_attention`)."""
         self._call("save_checkpoint", str(folder), global_step=step)
+        restore_source_attention(Path(folder) / "huggingface" / "config.json", self.settings.model_path)
 
     def load_checkpoint(self, folder: str | os.PathLike) -> None:
         """Restore model, optimizer and scheduler state written by `save_checkpoint` to `folder`."""
