@@ -33,13 +33,11 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout", "ruff>=0.6"],
-    # verl 0.9.1's tested GPU stack (its `vllm` and `fsdp` extras); never installed in CI.
-    "gpu": [
-        "torch==2.11.0",
-        "transformers==5.9.0",
-        "vllm==0.24.0",
-        "flash-attn==2.8.3",
-    ],
+    # verl 0.9.1's tested GPU stack by its own extras, so that its pins (torch, vLLM, transformers,
+    # flash-attn, ...) are never restated here; never installed in CI. Install it with
+    # scripts/setup_gpu.sh: fsdp pins flash-attn, a source distribution whose build imports torch and
+    # so fails in pip's isolated build; the script installs torch, then flash-attn, then this.
+    "gpu": ["verl[vllm,fsdp]==0.9.1"],
 }
 
 setup(

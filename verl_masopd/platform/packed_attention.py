@@ -21,7 +21,9 @@ tokens. Sequences packed by the engine start at 0 and are never branches.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import logging
 
 import torch
 from transformers import AttentionInterface
@@ -29,6 +31,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 PACKED_SDPA = "sdpa_packed"
+
+logger = logging.getLogger(__name__)
 
 
 def sequence_bounds(position_ids: torch.Tensor) -> list[int]:
@@ -96,10 +100,23 @@ def packed_sdpa_mask(batch_size: int, q_length: int, kv_length: int, q_offset: i
     return sdpa_mask(batch_size, q_length, kv_length, q_offset, kv_offset, **kwargs)
 
 
+@functools.cache
+def _warn_without_flash_attn() -> None:
+    logger.warning(
+        "flash-attn is not installed: attention runs as %s, slower on a GPU than flash_attention_2 "
+        "(scripts/setup_gpu.sh installs flash-attn where it can be built)",
+        PACKED_SDPA,
+    )
+
+
 def packed_attention_implementation() -> str:
-    """flash_attention_2 on a CUDA device with flash-attn installed (its varlen kernel), else sdpa_packed."""
-    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
-        return "flash_attention_2"
+    """flash_attention_2 on a CUDA device with flash-attn installed (its varlen kernel), else sdpa_packed.
+
+    On a CUDA device without flash-attn (its build failed at set-up), a warning says so, once."""
+    if torch.cuda.is_available():
+        if importlib.util.find_spec("flash_attn") is not None:
+            return "flash_attention_2"
+        _warn_without_flash_attn()
     return PACKED_SDPA
 
 
