@@ -28,20 +28,22 @@ def convert(
     seen = SeenTexts()
     rows = []
     records = source.records(Path(input_path), split)
-    for record in tqdm(records, desc=source.name, unit="row", leave=False):
-        if limit is not None and len(rows) >= limit:
-            break
-        summary.read += 1
-        try:
-            row = source.to_row(record, split)
-        except Dropped as drop:
-            summary.drop(drop.reason, record.where)
-            continue
-        if not seen.add(row["extra_info"]["problem"]):
-            summary.drop(DUPLICATE, record.where)
-            continue
-        row["extra_info"]["index"] = len(rows)
-        rows.append(row)
+    # closed on the way out, so an error is printed on a line of its own
+    with tqdm(records, desc=source.name, unit="row", leave=False) as progress:
+        for record in progress:
+            if limit is not None and len(rows) >= limit:
+                break
+            summary.read += 1
+            try:
+                row = source.to_row(record, split)
+            except Dropped as drop:
+                summary.drop(drop.reason, record.where)
+                continue
+            if not seen.add(row["extra_info"]["problem"]):
+                summary.drop(DUPLICATE, record.where)
+                continue
+            row["extra_info"]["index"] = len(rows)
+            rows.append(row)
     summary.kept = len(rows)
     if not rows:
         raise DataError(f"{input_path}: no {source.name} row kept, nothing written\n{summary.format()}")

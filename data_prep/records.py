@@ -55,14 +55,13 @@ def data_files(path: Path, split: str | None) -> list[Path]:
 
 
 def _read_file(path: Path) -> Iterator[tuple[str, object]]:
-    if path.suffix == ".jsonl":
-        yield from _read_jsonl(path)
-    elif path.suffix == ".json":
-        yield from _read_json(path)
-    elif path.suffix == ".parquet":
-        yield from _read_parquet(path)
-    else:
+    readers = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet}
+    if path.suffix not in readers:
         raise DataError(f"{path}: unsupported file type (expected {', '.join(RECORD_SUFFIXES)})")
+    try:
+        yield from readers[path.suffix](path)
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} cannot be decoded)") from None
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[str, object]]:

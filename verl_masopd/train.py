@@ -1,49 +1,59 @@
 """`python -m verl_masopd.train [Hydra overrides]`: train with config/masopd_trainer.yaml.
 
 The config extends verl's ppo_trainer config; `preset=cpu` selects the tiny CPU sizes. A bad
-config or dataset stops before any model is loaded, with one line naming the culprit, exit code
-2, and nothing left of the run's Hydra folder (outputs/DATE/TIME).
+command line, config or dataset stops before any model is loaded, with one line naming the
+culprit, exit code 2, and nothing left of the run's Hydra folder (`hydra.run.dir`, by default
+outputs/DATE/TIME). A checkpoint that cannot be written (no space, no permission) ends the run
+with one line naming it and the cause, exit code 3; the run's Hydra folder (its log) stays.
 """
 
-import shutil
 import sys
-from pathlib import Path
+
+from verl_masopd.quiet_import import import_verl_quietly
+
+import_verl_quietly()
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-import verl_masopd.config  # noqa: F401  (registers the resolver the yaml uses)
+from verl_masopd.config import compose_config
+from verl_masopd.run_folder import remove_run_folder
+from verl_masopd.trainer.checkpoint import CheckpointError
 from verl_masopd.trainer.config import ConfigError
 from verl_masopd.trainer.loop import run
 
 
-def remove_run_folder() -> None:
-    """Remove what Hydra wrote for this run (its config copy and job log), then the run folder and
-    its parents up to the working directory while they are empty; other files are never touched."""
-    hydra_cfg = HydraConfig.get()
-    folder = Path(hydra_cfg.runtime.output_dir)
-    if hydra_cfg.output_subdir:
-        shutil.rmtree(folder / hydra_cfg.output_subdir, ignore_errors=True)
-    (folder / f"{hydra_cfg.job.name}.log").unlink(missing_ok=True)
-    stop = Path(hydra_cfg.runtime.cwd).resolve()
-    folder = folder.resolve()
-    while folder != stop and stop in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
+def main() -> None:
+    """Check the command line's overrides, then run Hydra's entry point with them."""
+    check_overrides(sys.argv[1:])
+    _train()
+
+
+def check_overrides(arguments: list[str]) -> None:
+    """Hydra's own refusals of the overrides (an unknown key or config option, bad override syntax),
+    which Hydra prints over several lines with exit code 1, as one line and exit code 2."""
+    if any(a.startswith("-") for a in arguments):
+        return  # Hydra's flags (--help, --cfg, --multirun) are Hydra's to handle
+    try:
+        compose_config(arguments)
+    except HydraException as e:
+        lines = str(e).split("Config search path:")[0].split("\n")
+        print(f"config error: {' '.join(line.strip() for line in lines if line.strip())}", file=sys.stderr)
+        sys.exit(2)
 
 
 @hydra.main(config_path="config", config_name="masopd_trainer", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def _train(cfg: DictConfig) -> None:
     try:
         run(cfg)
     except ConfigError as e:
         remove_run_folder()
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
+    except CheckpointError as e:
+        print(f"checkpoint error: {e}", file=sys.stderr)
+        sys.exit(3)
 
 
 if __name__ == "__main__":

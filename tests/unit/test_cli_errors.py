@@ -3,6 +3,8 @@ exit, never a traceback; a failed training start leaves no Hydra folder behind."
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pandas as pd
@@ -108,3 +110,103 @@ def test_a_bad_training_data_file_is_a_config_error(tmp_path, tiny_model_path):
     )
     with pytest.raises(ConfigError, match="data.train_files: "):
         Trainer(cfg)
+
+
+@pytest.fixture(scope="module")
+def math_rows(tmp_path_factory):
+    """A parquet file of 4 math problems and an empty one with the same columns."""
+    folder = tmp_path_factory.mktemp("rows")
+    data = folder / "math.parquet"
+    assert data_prep_main(["builtin", "--domain", "math", "--output", str(data), "--n", "4"]) == 0
+    empty = folder / "empty.parquet"
+    pd.read_parquet(data).iloc[:0].to_parquet(empty)
+    return data, empty
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.adv_estimator=bogus", "algorithm.adv_estimator='bogus' is not one of ["),
+        ("trainer.resume_mode=bogus", "trainer.resume_mode: must be one of ('auto', 'disable', 'resume_path')"),
+        ("trainer.resume_mode=resume_path", "trainer.resume_from_path: trainer.resume_mode=resume_path needs"),
+        ("data.train_batch_size=-1", "data.train_batch_size: must be >= 1, got -1"),
+        ("data.train_batch_size=5", "data.train_files: 4 problems cannot fill one batch of data.train_batch_size=5"),
+        ("EMPTY", "data.train_files: 0 problems cannot fill one batch of data.train_batch_size=2"),
+        ("trainer.total_training_steps=many", "trainer.total_training_steps: Value 'many' of type 'str'"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size=0", "actor_rollout_ref.actor.ppo_mini_batch_size: must be >= 1"),
+        ("actor_rollout_ref.actor.optim.lr=-1", "actor_rollout_ref.actor.optim.lr: must be a finite number > 0"),
+        ("actor_rollout_ref.actor.grad_clip=0", "actor_rollout_ref.actor.grad_clip: must be a finite number > 0"),
+        ("actor_rollout_ref.rollout.top_p=2", "actor_rollout_ref.rollout.top_p: must be in (0, 1], got 2.0"),
+        ("actor_rollout_ref.rollout.val_kwargs.temperature=-1", "actor_rollout_ref.rollout.val_kwargs.temperature:"),
+        ("engines.dtype=float8", "engines.dtype: must be one of ('float32', 'bfloat16'), got 'float8'"),
+        ("trainer.device=tpu", "trainer.device: must be one of ('cpu', 'cuda', 'npu'), got 'tpu'"),
+        ("workflow.options.foo=1", "Could not override 'workflow.options.foo'. To append to your config use +workflow"),
+        ("preset=nowhere", "In 'masopd_trainer': Could not find 'preset/nowhere' Available options in 'preset':"),
+    ],
+)
+def test_training_start_errors_are_one_line_naming_the_key(
+    override, message, math_rows, tiny_model_path, tmp_path, monkeypatch, capsys
+):
+    from verl_masopd.train import main as train_main
+
+    data, empty = math_rows
+    run_dir = tmp_path / "runs" / "a" / "b"
+    (tmp_path / "runs").mkdir()
+    argv = [
+        "train",
+        "preset=cpu",
+        "workflow.domain=math",
+        "algorithm.adv_estimator=grpo",
+        "data.train_batch_size=2",
+        f"students.path={tiny_model_path}",
+        f"data.train_files=[{empty if override == 'EMPTY' else data}]",
+        f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", argv + ([] if override == "EMPTY" else [override]))
+    with pytest.raises(SystemExit) as stop:
+        train_main()
+    assert stop.value.code == 2
+    assert one_line(capsys.readouterr().err).startswith(f"config error: {message}")
+    # the folders Hydra made for the run are gone, the one that was there stays
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+def _run_module(cwd, module: str, *arguments: str) -> subprocess.CompletedProcess:
+    """`python -m module arguments` in a fresh process, as a user starts it."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *arguments],
+        cwd=cwd,
+        env={**os.environ, "VERL_PLATFORM": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_failed_training_start_prints_its_error_alone(tmp_path):
+    """In a fresh process: nothing verl announces while it is imported comes before the error."""
+    done = _run_module(tmp_path, "verl_masopd.train", "preset=cpu", "algorithm.adv_estimator=bogus")
+    assert done.returncode == 2
+    assert one_line(done.stderr).startswith("config error: algorithm.adv_estimator='bogus' is not one of")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_prints_its_start_up_error_alone(tmp_path):
+    missing = tmp_path / "none.parquet"
+    done = _run_module(tmp_path, "verl_masopd.eval", "--data", str(missing), "--model", str(tmp_path), "--out", "x")
+    assert done.returncode == 2
+    assert one_line(done.stderr) == f"error: --data {missing}: file not found"
+
+
+def test_data_prep_names_a_file_that_is_not_text(tmp_path, capsys):
+    binary = tmp_path / "release.jsonl"
+    binary.write_bytes(bytes(range(128, 256)) * 8)
+    for source in ("aime24", "polaris", "codecontests"):
+        assert data_prep_main([source, "--input", str(binary), "--output", str(tmp_path / "x.parquet")]) == 2
+        err = capsys.readouterr().err
+        # the progress bar is cleared before the error: what a terminal shows is the error alone
+        assert err.rsplit("\r", 1)[-1].strip() == f"error: {binary}: not UTF-8 text (byte 0x80 cannot be decoded)"
+    assert not (tmp_path / "x.parquet").exists()

@@ -156,7 +156,7 @@ def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, ti
     assert run.train_files == (train_file,) and run.val_files == ()
     assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
     assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
-    workflow = run.make_workflow()
+    workflow = run.built_workflow
     assert (workflow.horizon, workflow.timeout, [a.name for a in workflow.agents]) == (
         2,
         10.0,

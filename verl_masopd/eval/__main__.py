@@ -12,16 +12,20 @@ With --checkpoint (a training checkpoint, or a run's checkpoint folder for its n
 policy plays with its trained weights, and the system is the one the run trained: workflow,
 agents per role, policy sharing, horizon, response budget, prompt style and context layout come
 from the run's saved configuration (eval/run_config.py); any of these flags given overrides it.
+The checkpoint's configuration and weights are first checked against its manifest: a missing,
+truncated or altered file stops the evaluation with one line naming it (exit code 2) before
+--out is created.
 Otherwise models are HF checkpoints given by path: every policy uses --model unless
 --role-model names another (POLICY=PATH; under the default policy sharing "role", a role's
-name); the tokenizer is --model's, else the first policy's. Sampling defaults are METHOD.md's
-evaluation settings (temperature 0.6, top-p 0.95, top-k 20, horizon 4); SA+ST is
-`--workflow sa --horizon 1`.
+name); the tokenizer is --model's, else the first policy's. Sampling defaults are the evaluation
+settings of docs/method.md, "Common settings" (temperature 0.6, top-p 0.95, top-k 20, horizon 4);
+SA+ST is `--workflow sa --horizon 1`.
 Writes DIR/records.jsonl (one line per problem), DIR/summary.md, DIR/summary.csv and
 DIR/settings.json (what the evaluation ran with; the report compares it across runs).
 
   --swap-roles      every role plays with the next role's model (cyclically): the cross-role
-                    swap of METHOD.md §5; the report's swap drop is accuracy minus this accuracy
+                    swap of docs/method.md, "Data and evaluation"; the report's swap drop is
+                    accuracy minus this accuracy
   --teacher PATH    also score every held-out response with the teacher under its own and the
                     contrasting role conditions: role advantage Δ per role (eval/role_advantage.py)
 """
@@ -33,6 +37,10 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+
+from verl_masopd.quiet_import import import_verl_quietly
+
+import_verl_quietly()
 
 import pandas as pd
 import torch

@@ -12,6 +12,7 @@ that differs from what runs is refused by name (`check_actor_settings`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from hydra.errors import InstantiationException
@@ -57,6 +58,14 @@ def actor_loss(cfg: DictConfig) -> ActorLoss:
     return ActorLoss(config)
 
 
+def _check_number(key: str, value, minimum: float, strict: bool) -> None:
+    """A finite number above `minimum` (strict) or at least `minimum`."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > minimum if strict else value >= minimum)
+    if not ok:
+        raise ConfigError(f"{key}: must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
+
+
 def _same(a, b) -> bool:
     def plain(value):
         value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
@@ -74,6 +83,9 @@ def check_actor_settings(cfg: DictConfig, generation: str) -> None:
                 f"{ACTOR}.{key}={actor.get(key)!r} is not supported: the update runs with {key}={runs_with!r}"
             )
     optim = actor.optim
+    for key, value, minimum in (("optim.lr", optim.lr, 0), ("optim.weight_decay", optim.weight_decay, 0)):
+        _check_number(f"{ACTOR}.{key}", value, minimum, strict=key == "optim.lr")
+    _check_number(f"{ACTOR}.grad_clip", actor.grad_clip, 0, strict=True)
     if "clip_grad" in optim and not _same(optim.clip_grad, actor.grad_clip):
         raise ConfigError(
             f"{ACTOR}.optim.clip_grad={optim.clip_grad!r} differs from {ACTOR}.grad_clip={actor.grad_clip!r}, "

@@ -17,12 +17,18 @@ structured `AlgoConfig` would reject.
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+from omegaconf.errors import (
+    ConfigKeyError,
+    InterpolationResolutionError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+)
 from transformers import AutoTokenizer
 from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
@@ -34,11 +40,15 @@ from verl_masopd.context import LAYOUTS
 from verl_masopd.extensions import import_extensions
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
+from verl_masopd.trainer.checkpoint import RESUME_MODES
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES
 
 PAC_ATTRIBUTIONS = ("rules", "model")
+PLACEMENTS = ("ray", "local")
+ENGINE_DTYPES = ("float32", "bfloat16")
+DEVICES = ("cpu", "cuda", "npu")
 TEACHER_BACKENDS = ("engine", "vllm")
 
 
@@ -134,6 +144,65 @@ class PacSection:
         _one_of("pac.attribution", self.attribution, PAC_ATTRIBUTIONS)
 
 
+@dataclass
+class EnginesSection:
+    placement: str
+    gpus_per_engine: int
+    dtype: str
+    placement_wait_s: float = 300.0
+
+    def __post_init__(self):
+        _one_of("engines.placement", self.placement, PLACEMENTS)
+        _at_least("engines.gpus_per_engine", self.gpus_per_engine, 1)
+        _one_of("engines.dtype", self.dtype, ENGINE_DTYPES)
+        require(
+            math.isfinite(self.placement_wait_s) and self.placement_wait_s > 0,
+            "engines.placement_wait_s",
+            f"must be > 0 seconds, got {self.placement_wait_s}",
+        )
+
+
+@dataclass
+class DataSection:
+    """The `data` keys the trainer reads (the file lists are checked by `_data_files`)."""
+
+    train_batch_size: int
+    max_prompt_length: int
+    max_response_length: int
+    seed: int
+
+    def __post_init__(self):
+        _at_least("data.train_batch_size", self.train_batch_size, 1)
+        _at_least("data.max_prompt_length", self.max_prompt_length, 1)
+        _at_least("data.max_response_length", self.max_response_length, 1)
+
+
+@dataclass
+class TrainerSection:
+    """The `trainer` keys the trainer reads; verl's other trainer keys are left to verl."""
+
+    total_training_steps: int
+    seed: int
+    save_freq: int
+    test_freq: int
+    val_before_train: bool
+    resume_mode: str
+    resume_from_path: Optional[str]
+    default_local_dir: str
+    max_actor_ckpt_to_keep: Optional[int]
+    device: str
+
+    def __post_init__(self):
+        _at_least("trainer.total_training_steps", self.total_training_steps, 0)
+        _one_of("trainer.device", self.device, DEVICES)
+        _one_of("trainer.resume_mode", self.resume_mode, RESUME_MODES)
+        require(
+            self.resume_mode != "resume_path" or bool(self.resume_from_path),
+            "trainer.resume_from_path",
+            "trainer.resume_mode=resume_path needs the checkpoint folder to resume from",
+        )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """The validated project settings; verl's sections stay in the composed config."""
@@ -143,19 +212,20 @@ class RunConfig:
     students: StudentsSection
     teacher: TeacherSection
     pac: PacSection
+    engines: EnginesSection
+    data: DataSection
+    trainer: TrainerSection
     estimator: EstimatorSettings
     policies: tuple[str, ...]
     train_files: tuple[str, ...]
     val_files: tuple[str, ...]
     train_sampling: SamplingParams
     val_sampling: SamplingParams
+    built_workflow: Workflow  # the workflow `workflow` describes, built once by the validation
 
     def policy_path(self, policy: str) -> str:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
         return self.students.policy_paths.get(policy, self.students.path)
-
-    def make_workflow(self) -> Workflow:
-        return build_workflow(self.workflow)
 
 
 def build_workflow(w: WorkflowSection) -> Workflow:
@@ -164,6 +234,17 @@ def build_workflow(w: WorkflowSection) -> Workflow:
     return make_workflow(
         w.name, w.domain, w.agents_per_role, w.horizon, timeout=timeout, prompt_style=w.prompt_style, **w.options
     )
+
+
+def resolve_config(cfg: DictConfig) -> None:
+    """Resolve every interpolation of `cfg` in place; one that fails (an unknown estimator in
+    `${masopd_actor:...}`, an unset environment variable) is a ConfigError naming its key."""
+    try:
+        OmegaConf.resolve(cfg)
+    except InterpolationResolutionError as e:
+        cause = e.__cause__ or e.__context__
+        message = str(cause) if cause is not None else str(e).splitlines()[0]
+        raise ConfigError(message if e.full_key is None else f"{e.full_key}: {message}") from None
 
 
 def validate_config(cfg: DictConfig) -> RunConfig:
@@ -180,6 +261,11 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     students = _read_section(cfg, "students", StudentsSection)
     teacher = _read_section(cfg, "teacher", TeacherSection)
     pac = _read_section(cfg, "pac", PacSection)
+    engines = _read_section(cfg, "engines", EnginesSection)
+    data = _read_fields(cfg, "data", DataSection)
+    trainer = _read_fields(cfg, "trainer", TrainerSection)
+    mini_batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", mini_batch, 1)
     students = StudentsSection(_expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()})
     teacher = replace(
         teacher,
@@ -187,7 +273,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         share_prefix=_share_prefix(teacher, cfg.trainer.device),
     )
 
-    policies = _check_workflow(workflow)
+    built_workflow, policies = _check_workflow(workflow)
     _check_policy_paths(workflow, students, policies)
     _check_models(students, teacher)
     train_files = _data_files(cfg, "data.train_files", required=True)
@@ -200,12 +286,18 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         students=students,
         teacher=teacher,
         pac=pac,
+        engines=engines,
+        data=data,
+        trainer=trainer,
         estimator=estimator,
         policies=policies,
         train_files=train_files,
         val_files=val_files,
-        train_sampling=_sampling(cfg.actor_rollout_ref.rollout, cfg.data.max_response_length),
-        val_sampling=_sampling(cfg.actor_rollout_ref.rollout.val_kwargs, cfg.data.max_response_length),
+        train_sampling=_sampling(cfg.actor_rollout_ref.rollout, "actor_rollout_ref.rollout", data.max_response_length),
+        val_sampling=_sampling(
+            cfg.actor_rollout_ref.rollout.val_kwargs, "actor_rollout_ref.rollout.val_kwargs", data.max_response_length
+        ),
+        built_workflow=built_workflow,
     )
 
 
@@ -238,6 +330,22 @@ def _read_section(cfg: DictConfig, key: str, schema: type):
         raise ConfigError(f"{key}.{e.full_key}: {str(e.msg).splitlines()[0]}") from None
 
 
+def _read_fields(cfg: DictConfig, key: str, schema: type):
+    """The fields of dataclass `schema` from section `key`, whose other keys belong to verl."""
+    node = OmegaConf.select(cfg, key)
+    if node is None:
+        raise ConfigError(f"{key}: the section is missing")
+    names = [f.name for f in fields(schema)]
+    missing = [name for name in names if name not in node]
+    require(not missing, f"{key}.{missing[0] if missing else ''}", "the key is missing")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), {name: node[name] for name in names}))
+    except MissingMandatoryValue as e:
+        raise ConfigError(f"{key}.{e.full_key}: a value is required") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{key}.{e.full_key}: {str(e.msg).splitlines()[0]}") from None
+
+
 def _share_prefix(teacher: TeacherSection, device: str) -> bool:
     """teacher.share_prefix, where null means: on for the engine teacher on CPU, whose sdpa_packed
     attention runs the tree rows (benchmarks/teacher_cost.py: 1.6–2.4× faster than the packed pass on
@@ -252,13 +360,13 @@ def _expand(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def _check_workflow(workflow: WorkflowSection) -> tuple[str, ...]:
-    """Build the workflow once (its own checks name the key); returns the policy names."""
+def _check_workflow(workflow: WorkflowSection) -> tuple[Workflow, tuple[str, ...]]:
+    """Build the workflow (its own checks name the key); returns it and the policy names."""
     try:
         built = build_workflow(workflow)
     except ValueError as e:
         raise ConfigError(str(e) if str(e).startswith("workflow.") else f"workflow.options: {e}") from None
-    return tuple(policies_of(built.agents, workflow.policy_sharing))
+    return built, tuple(policies_of(built.agents, workflow.policy_sharing))
 
 
 def _check_policy_paths(workflow: WorkflowSection, students: StudentsSection, policies: tuple[str, ...]) -> None:
@@ -315,10 +423,16 @@ def _check_loggers(cfg: DictConfig) -> None:
     require(not unknown, "trainer.logger", f"unknown backend(s) {unknown}; verl supports {Tracking.supported_backend}")
 
 
-def _sampling(node: DictConfig, max_new_tokens: int) -> SamplingParams:
-    return SamplingParams(
-        temperature=float(node.temperature),
-        top_p=float(node.top_p),
-        top_k=int(node.top_k),
-        max_new_tokens=int(max_new_tokens),
-    )
+def _sampling(node: DictConfig, key: str, max_new_tokens: int) -> SamplingParams:
+    """Sampling settings: temperature >= 0 (0 is greedy), top_p in (0, 1], top_k >= 1 or -1/0 (no top-k)."""
+    values = {}
+    for name, kind in (("temperature", float), ("top_p", float), ("top_k", int)):
+        try:
+            values[name] = kind(node[name])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}.{name}: must be a number, got {node[name]!r}") from None
+    temperature, top_p, top_k = values["temperature"], values["top_p"], values["top_k"]
+    require(math.isfinite(temperature) and temperature >= 0, f"{key}.temperature", f"must be >= 0, got {temperature}")
+    require(0 < top_p <= 1, f"{key}.top_p", f"must be in (0, 1], got {top_p}")
+    require(top_k >= -1, f"{key}.top_k", f"must be >= 1, or -1 or 0 for no top-k, got {top_k}")
+    return SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=int(max_new_tokens))

@@ -1,6 +1,6 @@
 """The training loop: independent per-role policies on verl's engine, end to end.
 
-One step (DESIGN.md, "How data flows"):
+One step (docs/design.md, "One training step"):
   1. rollout     the rollout manager plays G episodes per problem with every policy's generation
                  backend (AT-GRPO: tree sampling with K = G branches)
   2. batch       one joint batch of every policy's responses (rollout/batch.py)
@@ -28,12 +28,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from transformers import AutoTokenizer
 from verl import DataProto
 
 from verl_masopd.algos import compute_advantages
 from verl_masopd.algos.marft_critic import MarftCritic
+from verl_masopd.config_errors import require
 from verl_masopd.eval.runner import evaluate
 from verl_masopd.eval.summary import summarize
 from verl_masopd.rollout.backend import GenerationBackend
@@ -52,11 +53,11 @@ from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
     config_hash,
-    find_resume_point,
     load_checkpoint,
+    prepare_checkpoint_folder,
     save_checkpoint,
 )
-from verl_masopd.trainer.config import ConfigError, validate_config
+from verl_masopd.trainer.config import ConfigError, DataSection, resolve_config, validate_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.generation_path import VLLM, check_teacher_backend, select_generation_path
@@ -89,34 +90,35 @@ class Trainer:
     def __init__(self, cfg: DictConfig, backend_factory: BackendFactory = hf_backend):
         self.cfg = cfg
         self.run = validate_config(cfg)
+        self.resume_point = prepare_checkpoint_folder(cfg)  # before any model loads
         self.generation = select_generation_path(cfg)
         check_actor_settings(cfg, self.generation)
         check_teacher_backend(self.run.teacher.backend, self.generation)
         self.estimator = self.run.estimator
         self.spec = self.estimator.spec
-        self.workflow = self.run.make_workflow()
+        self.workflow = self.run.built_workflow
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         )
         domain = self.run.workflow.domain
-        self.stream = ProblemStream(
-            _problems(self.run.train_files, domain, "data.train_files"), cfg.data.train_batch_size, cfg.data.seed
-        )
+        self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
 
         teacher_engine = self.spec.needs_teacher and self.run.teacher.backend == "engine"
         engines = len(self.run.policies) + int(teacher_engine) + int(self.spec.needs_reference)
         num_cpus = None
-        if self.generation == VLLM and cfg.trainer.device == "cpu":
+        if self.generation == VLLM and self.run.trainer.device == "cpu":
             # each policy is a worker group with a pool of its own, the other engines share one:
             # one Ray slot (not a core) per policy and per shared engine
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
         server_gpus = rollout_world_size(cfg) if self.spec.needs_teacher and not teacher_engine else 0
-        self.placement = EnginePlacement(cfg.engines, engines, num_cpus, server_gpus)
+        self.placement = EnginePlacement(self.run.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
-        self.num_mini_batches = max(1, -(-cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size))
+        self.num_mini_batches = max(
+            1, -(-self.run.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+        )
         self.policies = self._build_policies(backend_factory)
         self.reference = self.teacher = self.attributor = self.critic = self.teacher_servers = None
         if self.spec.needs_reference:
@@ -124,11 +126,13 @@ class Trainer:
         if self.spec.needs_teacher:
             self.teacher, self.attributor = self._build_teacher()
         if self.spec.needs_critic:
-            self.critic = MarftCritic.from_pretrained(self.run.students.path, self.estimator.options, cfg.trainer.seed)
+            self.critic = MarftCritic.from_pretrained(
+                self.run.students.path, self.estimator.options, self.run.trainer.seed
+            )
         backends = {name: p.backend for name, p in self.policies.items()}
         common = dict(
             policy_sharing=self.run.workflow.policy_sharing,
-            max_prompt_len=cfg.data.max_prompt_length,
+            max_prompt_len=self.run.data.max_prompt_length,
             context_layout=self.run.workflow.context_layout,
         )
         self.manager = RolloutManager(
@@ -137,7 +141,7 @@ class Trainer:
         self.val_manager = RolloutManager(
             self.workflow, backends, self.tokenizer, sampling=self.run.val_sampling, **common
         )
-        self.checkpoint_root = Path(cfg.trainer.default_local_dir).expanduser()
+        self.checkpoint_root = Path(self.run.trainer.default_local_dir).expanduser()
         self.step = 0
 
     def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
@@ -147,13 +151,13 @@ class Trainer:
         grad_clip = self.estimator.actor_grad_clip(actor.grad_clip)
         policies = {}
         for i, name in enumerate(self.run.policies):
-            path, seed = self.run.policy_path(name), self.cfg.trainer.seed + i
+            path, seed = self.run.policy_path(name), self.run.trainer.seed + i
             settings = EngineSettings(
                 model_path=path,
                 lr=actor.optim.lr,
                 weight_decay=actor.optim.weight_decay,
                 grad_clip=grad_clip,
-                dtype=self.cfg.engines.dtype,
+                dtype=self.run.engines.dtype,
                 seed=seed,
             )
             if self.generation == VLLM:
@@ -167,7 +171,7 @@ class Trainer:
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
         """A forward-only engine (the teacher, the reference policy)."""
         return self.placement.build(
-            EngineSettings(model_path=model_path, forward_only=True, dtype=self.cfg.engines.dtype), name
+            EngineSettings(model_path=model_path, forward_only=True, dtype=self.run.engines.dtype), name
         )
 
     def _build_teacher(self) -> tuple[TeacherScoring, Attributor | None]:
@@ -178,10 +182,10 @@ class Trainer:
             self.run.teacher.max_context_length,
             self.run.pac.reveal_reference,
             layout=self.run.workflow.context_layout,
-            student_budget=self.cfg.data.max_prompt_length,
+            student_budget=self.run.data.max_prompt_length,
         )
         if self.run.teacher.backend == VLLM:
-            self.teacher_servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.cfg.engines.dtype)
+            self.teacher_servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype)
             scorer = self.teacher_servers.scorer
         else:
             teacher = self._engine(self.run.teacher.model_path, "teacher")
@@ -198,14 +202,14 @@ class Trainer:
         tracking = open_tracking(self.cfg)
         metrics: dict[str, float] = {}
         try:
-            if self.val_problems and self.cfg.trainer.val_before_train and self.step == 0:
+            if self.val_problems and self.run.trainer.val_before_train and self.step == 0:
                 tracking.log(self.validate(), step=0)
-            while self.step < self.cfg.trainer.total_training_steps:
+            while self.step < self.run.trainer.total_training_steps:
                 metrics = self.train_step()
-                if self._due(self.cfg.trainer.test_freq) and self.val_problems:
+                if self._due(self.run.trainer.test_freq) and self.val_problems:
                     metrics.update(self.validate())
                 tracking.log(metrics, step=self.step)
-                if self._due(self.cfg.trainer.save_freq) or self.step == self.cfg.trainer.total_training_steps:
+                if self._due(self.run.trainer.save_freq) or self.step == self.run.trainer.total_training_steps:
                     self.save()
         finally:
             tracking.finish()
@@ -222,7 +226,7 @@ class Trainer:
             groups = asyncio.run(self._rollouts(problems))
         results = episodes_of(groups)
         batch = to_dataproto(
-            groups, None, self.cfg.data.max_prompt_length, self.cfg.data.max_response_length, self.pad_id
+            groups, None, self.run.data.max_prompt_length, self.run.data.max_response_length, self.pad_id
         )
         rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
         metrics.update(self._rollout_metrics(results, batch))
@@ -260,7 +264,7 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         """Evaluation sampling on the held-out problems: accuracy, agreement per turn, turns."""
         k = 1
-        records = asyncio.run(evaluate(self.val_manager, self.val_problems, k, self.cfg.data.train_batch_size))
+        records = asyncio.run(evaluate(self.val_manager, self.val_problems, k, self.run.data.train_batch_size))
         return {
             f"val/{key}": value
             for key, value in summarize(records, self.run.workflow.horizon).items()
@@ -277,7 +281,7 @@ class Trainer:
             components["critic"] = lambda folder: torch.save(self.critic.state_dict(), folder / CRITIC_FILE)
         state = TrainerState(step=self.step, data_position=self.stream.state_dict(), config_hash=config_hash(self.cfg))
         return save_checkpoint(
-            self.checkpoint_root, state, self.cfg, components, self.cfg.trainer.max_actor_ckpt_to_keep
+            self.checkpoint_root, state, self.cfg, components, self.run.trainer.max_actor_ckpt_to_keep
         )
 
     def close(self) -> None:
@@ -290,7 +294,8 @@ class Trainer:
             self.teacher_servers.close()
 
     def _resume(self) -> None:
-        path = find_resume_point(self.checkpoint_root, self.cfg.trainer.resume_mode, self.cfg.trainer.resume_from_path)
+        """Continue from the checkpoint the start-up check chose and verified (`resume_point`), if any."""
+        path = self.resume_point
         if path is None:
             return
         step = int(path.name.rsplit("_", 1)[-1])
@@ -351,6 +356,16 @@ def _problems(files: tuple[str, ...], domain: str, key: str) -> list:
         raise ConfigError(f"{key}: {e}") from None
 
 
+def _stream(problems: list, data: DataSection) -> ProblemStream:
+    """The training stream; too few problems for one batch stops the start, naming both keys."""
+    require(
+        len(problems) >= data.train_batch_size,
+        "data.train_files",
+        f"{len(problems)} problems cannot fill one batch of data.train_batch_size={data.train_batch_size}",
+    )
+    return ProblemStream(problems, data.train_batch_size, data.seed)
+
+
 @contextmanager
 def _timed(timings: dict[str, float], key: str):
     start = time.perf_counter()
@@ -360,6 +375,6 @@ def _timed(timings: dict[str, float], key: str):
 
 def run(cfg: DictConfig) -> dict[str, float]:
     """Validate `cfg`, start Ray where the placement needs it, train; the entry point's body."""
-    OmegaConf.resolve(cfg)
+    resolve_config(cfg)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     return Trainer(cfg).fit()
