@@ -34,7 +34,7 @@ def evaluate_checkpoint(path: str, problems, k: int) -> dict:
     # One generation backend per trained policy ("role" sharing: one per role), with its weights.
     policies = policies_of(workflow.agents, run["policy_sharing"])
     backends = {policy: HFBackend(policy_model(checkpoint, policy)) for policy in policies}
-    # METHOD.md's evaluation sampling, with the run's response budget.
+    # The evaluation sampling of docs/method.md, "Common settings", with the run's response budget.
     sampling = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=run["max_new_tokens"])
     with RolloutManager(
         workflow,

@@ -1,9 +1,10 @@
 """A new multi-agent workflow in one file: a Solver–Verifier pair on math problems.
 
-Every turn both agents act on the same state (METHOD.md §1): the Solver answers `#### n`; the
-Verifier, shown the Solver's answer of the turn before, either accepts it with a line `agree` or
-gives its own `#### n`. The turn is agreed when the Verifier's answer equals the Solver's answer of
-this turn (math-verify); agreement ends the episode, else it runs to the horizon.
+Every turn both agents act on the same state (docs/method.md, "The multi-agent systems"): the
+Solver answers `#### n`; the Verifier, shown the Solver's answer of the turn before, either
+accepts it with a line `agree` or gives its own `#### n`. The turn is agreed when the Verifier's
+answer equals the Solver's answer of this turn (math-verify); agreement ends the episode, else it
+runs to the horizon.
 
 Rewards (D.4): the team signal is 1[Verifier's final answer ≡ y*] (the Verifier submits, as the
 Reasoner does in the math workflow); each role's local reward uses the Reasoner's terms,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MAS-OPD on one domain with the paper's settings (METHOD.md §4, D.5: the defaults of
+# MAS-OPD on one domain with the paper's settings (D.5, docs/method.md "Common settings": the defaults of
 # verl_masopd/config/masopd_trainer.yaml). Every argument after the domain is a Hydra override of
 # `python -m verl_masopd.train`, e.g. algorithm.adv_estimator=magrpo for a baseline.
 #

@@ -12,17 +12,17 @@ Without p_t, x_r is u in either layout. Under role_last every role condition q o
 shares the whole observation and p_t as a token prefix, which a key/value cache (or a server's
 prefix cache) computes once; under role_first they share only the chat template's first tokens.
 
-Truncation rule (METHOD.md §6): a context longer than its budget loses tokens from the middle of
-its history; the role instruction, the problem and the end of the context (the latest report, p_t,
-the generation prompt) stay. The history is found by comparing the context's ids with those of
-the same context at turn 0 (no history): their common leading tokens are the head, their common
-trailing tokens the tail, the rest the history. A cut is `Cut(start, count)`: `count` history
-tokens dropped starting `start` tokens into the history. The student's cut of u (budget
-`data.max_prompt_length`) is applied unchanged to every teacher context of the same turn, so x_r
-without p_t is exactly u; the teacher cuts further only when x_q + y would still exceed
-`teacher.max_context_length`. A context whose head and tail alone exceed the budget is cut in its
-middle (`Cut.overflow`); then the teacher cuts its own contexts alike, and x_r without p_t may differ
-from u.
+Truncation rule (docs/method.md, "Decisions on points the sources leave open"): a context longer
+than its budget loses tokens from the middle of its history; the role instruction, the problem and
+the end of the context (the latest report, p_t, the generation prompt) stay. The history is found by
+comparing the context's ids with those of the same context at turn 0 (no history): their common
+leading tokens are the head, their common trailing tokens the tail, the rest the history. A cut is
+`Cut(start, count)`: `count` history tokens dropped starting `start` tokens into the history. The
+student's cut of u (budget `data.max_prompt_length`) is applied unchanged to every teacher context
+of the same turn, so x_r without p_t is exactly u; the teacher cuts further only when x_q + y would
+still exceed `teacher.max_context_length`. A context whose head and tail alone exceed the budget is
+cut in its middle (`Cut.overflow`); then the teacher cuts its own contexts alike, and x_r without
+p_t may differ from u.
 """
 
 from __future__ import annotations

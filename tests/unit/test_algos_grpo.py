@@ -143,7 +143,7 @@ LONE_ROWS = dict(
 @pytest.mark.parametrize("group_by", ["problem", "problem_role", "problem_role_turn"])
 @pytest.mark.parametrize("norm", [True, False])
 def test_grpo_group_of_one_gets_advantage_zero(group_by, norm):
-    """METHOD.md §6: a lone sample has nothing to be relative to; verl's convention gives it +0.5."""
+    """docs/method.md (groups of one): a lone sample has nothing to be relative to; verl's convention gives it +0.5."""
     algorithm = {"grpo": {"group_by": group_by}, "norm_adv_by_std_in_grpo": norm}
     out = compute_advantages(batch(**LONE_ROWS), config("grpo", **algorithm))
     assert torch.equal(out.batch["advantages"], torch.zeros(4, 2))

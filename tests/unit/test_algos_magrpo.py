@@ -86,7 +86,8 @@ def test_bad_option_is_named():
 
 
 def test_a_turn_only_one_episode_reached_has_advantage_zero():
-    """METHOD.md §6 for MAGRPO's per-turn centring: the lone episode alive at turn 1 is its own baseline."""
+    """docs/method.md (groups of one), MAGRPO's per-turn centring: the lone episode alive at turn 1
+    is its own baseline."""
     rows = [
         ("e1", "p", "coder_0", 0, 1, 0.5, 0.0),
         ("e2", "p", "coder_0", 0, 2, 0.5, 0.0),

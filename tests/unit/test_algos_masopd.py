@@ -1,4 +1,4 @@
-"""masopd / opd token advantages against hand-computed numbers (METHOD.md §3)."""
+"""masopd / opd token advantages against hand-computed numbers (docs/method.md, "MAS-OPD")."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """Tree sampling (AT-GRPO) over a real Workflow subclass ("guess") with a scripted backend, and a
-test per known defect of the Stronger-MAS reference code (shared/notes/baselines.md)."""
+test per known defect of the Stronger-MAS reference code (docs/method.md, "Reference implementations")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """VerlServerBackend against a stand-in for verl's server-manager client that enforces the real
-rules (notes/verl-multi-policy-gpu.md) and returns verl's own TokenOutput."""
+rules of verl 0.9.1's vLLM servers and returns verl's own TokenOutput."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ def position_log_prob(position: int, token: int) -> float:
 
 
 class StandInTeacherServer:
-    """Obeys verl's server rules (notes/verl-multi-policy-gpu.md): prompt log-probs only when asked,
+    """Obeys the rules of verl 0.9.1's vLLM servers: prompt log-probs only when asked,
     rows for positions 1..n−1 plus a dummy last row, max_tokens respected, over-long prompts raise."""
 
     def __init__(self, max_model_len: int = 64, shift: int = 0):

@@ -250,7 +250,8 @@ async def test_model_route_one_call_per_turn_and_counted_fallbacks(tiny_tokenize
 
 
 def test_model_verdicts_stand_only_where_the_verifier_has_no_fact():
-    """METHOD.md §6: the model locates, the verifier decides; a contradiction is overridden and counted."""
+    """docs/method.md (PAC model route): the model locates, the verifier decides; a contradiction
+    is overridden and counted."""
     facts = Attribution(0, {"solver_0": False, "checker_0": None}, {"solver_0": REVISE})
     verdicts, overridden = verifier_wins({"solver_0": True, "checker_0": False}, facts)
     assert verdicts == {"solver_0": False, "checker_0": False} and overridden == 1

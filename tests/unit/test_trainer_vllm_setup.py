@@ -1,5 +1,5 @@
 """The vllm generation path's start-up choice and each policy's config copy and names
-(shared/notes/verl-multi-policy-gpu.md, "Doing it once per policy")."""
+(docs/design.md, "Several policies in one verl job")."""
 
 from __future__ import annotations
 

@@ -304,7 +304,7 @@ SPINS_AFTER_ANSWER = "a, b = map(int, input().split())\nprint(a + b, flush=True)
 
 @pytest.mark.parametrize("code", [EXITS_AFTER_ANSWER, SPINS_AFTER_ANSWER])
 def test_a_failed_run_is_no_result_for_the_coder_the_tester_or_cure(code):
-    """METHOD.md §6: right output followed by a non-zero exit or a timeout passes no golden test,
+    """docs/method.md (failed runs): right output followed by a non-zero exit or a timeout passes no golden test,
     agrees with no test case, and makes no reference output for the Tester's check."""
     workflow, episode = one_turn(written_program(code), written_test("2 3", "5"), timeout=1.0)
     turn = episode.turns[0]

@@ -90,7 +90,7 @@ def test_failing_program_still_leaves_the_reasoner_answer():
     ],
 )
 def test_a_failed_run_gives_no_answer_whatever_it_printed(code, why):
-    """METHOD.md §6: the answer printed before a non-zero exit, a timeout or a crash is no answer:
+    """docs/method.md (failed runs): the answer printed before a non-zero exit, a timeout or a crash is no answer:
     no parse or answer credit and no agreement with a Reasoner giving the same answer."""
     workflow = make_workflow("mas", "math", timeout=1.0)
     episode = play(workflow, [{"reasoner_0": reasoning("1/2"), "tool_user_0": program(code)}])

@@ -4,8 +4,8 @@
 
 Tree sampling (rollout side) copies each agent's best branch to all K branches, so the K rows of
 one (problem, agent, turn) group share an identical role history: a valid GRPO group; a group of
-one gets Â = 0 (METHOD.md §6). Reward r
-is the combined team + local reward of `rewards.py`. Loss: verl's clipped policy gradient, no KL.
+one gets Â = 0 (docs/method.md, "Decisions on points the sources leave open"). Reward r is the
+combined team + local reward of `rewards.py`. Loss: verl's clipped policy gradient, no KL.
 
 Config keys: algorithm.reward.* (rewards.py); rollout.tree_sampling must be true.
 """

@@ -1,5 +1,5 @@
 """CURE: Coder and Tester rewards from the execution matrix, normalised in separate groups
-(METHOD.md §4, notes/baselines.md). Code domain only; one shared policy plays both roles.
+(docs/method.md, "RL baselines"). Code domain only; one shared policy plays both roles.
 
 Per problem, B ∈ {0,1}^{n×(t+m)}: row j is the program of the problem's j-th episode, the first
 t columns the golden tests, column t+k the test the k-th episode's Tester wrote; B[j,l] = 1 when

@@ -1,4 +1,4 @@
-"""CURE's execution matrix B of each problem from a step's episodes (cure.py, notes/baselines.md).
+"""CURE's execution matrix B of each problem from a step's episodes (cure.py; docs/method.md, "RL baselines").
 
 For the G episodes of a problem: program j = the episode's submission (the workflow's final
 program, `judgement.submission`), generated test k = the test case of the episode's Tester in

@@ -1,5 +1,5 @@
 """GRPO for SA+ST, SA+MT and MAS+GRPO: verl's own `compute_grpo_outcome_advantage` ("grpo") with
-a configurable grouping key (METHOD.md §4).
+a configurable grouping key (docs/method.md, "Estimators").
 
     Â_i = (r_i − mean_{j∈g(i)} r_j) / (std_{j∈g(i)} r_j + ε)     (std only if norm_adv_by_std_in_grpo)
 
@@ -10,8 +10,9 @@ with r the combined reward of `rewards.py` and the group g(i) of row i keyed by
     problem_role_turn  (uid, role, turn)
 
 MAS+GRPO deliberately ignores that the histories of a group's rollouts diverged after turn 0.
-A group of one (a turn reached by one episode of the group) gets Â = 0 (METHOD.md §6): verl's
-convention (mean 0, std 1) would hand the lone row its raw reward, never negative.
+A group of one (a turn reached by one episode of the group) gets Â = 0: verl's convention (mean 0,
+std 1) would hand the lone row its raw reward, never negative (docs/method.md,
+"Decisions on points the sources leave open").
 
 The estimation's steps (specs.py): `prepare_grpo` builds verl's `index` from the grouping key,
 `finish_grpo` zeroes the groups of one.
@@ -55,7 +56,8 @@ def group_index(non_tensor_batch: dict, fields: tuple[str, ...]) -> np.ndarray:
 
 
 def without_lone_groups(advantages: torch.Tensor, returns: torch.Tensor, index: np.ndarray):
-    """`advantages` and `returns` [B, R] with the rows of one-row groups set to 0 (METHOD.md §6)."""
+    """`advantages` and `returns` [B, R] with the rows of one-row groups set to 0
+    (docs/method.md, "Decisions on points the sources leave open")."""
     _, inverse, counts = np.unique(index.astype(str), return_inverse=True, return_counts=True)
     lone = torch.from_numpy(counts[inverse] == 1).to(advantages.device).unsqueeze(-1)
     return advantages.masked_fill(lone, 0.0), returns.masked_fill(lone, 0.0)

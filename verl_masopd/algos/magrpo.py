@@ -1,5 +1,5 @@
 """MAGRPO: Monte-Carlo return-to-go of the team reward, centred over a problem's trajectories
-still alive at that turn, shared by every agent of the turn (METHOD.md §4, notes/baselines.md).
+still alive at that turn, shared by every agent of the turn (docs/method.md, "RL baselines").
 
 For episode e of problem group g, lasting T_e turns, with team reward r_e (team only, no local
 term), the return-to-go at turn t < T_e is

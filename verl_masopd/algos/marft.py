@@ -1,9 +1,10 @@
 """MARFT: action-level PPO with a centralised critic and GAE over the flattened (turn, agent)
-chain (METHOD.md §4, notes/baselines.md).
+chain (docs/method.md, "RL baselines").
 
 One action a_{t,i} is one whole response of agent i at turn t. The agents of a turn act on the
-same state (METHOD.md §1), so their order in the chain is a convention: by role name, then
-index within the role (coder_0, coder_1, tester_0; reasoner_0, tool_user_0). With
+same state (docs/method.md, "The multi-agent systems"), so their order in the chain is a
+convention: by role name, then index within the role (coder_0, coder_1, tester_0; reasoner_0,
+tool_user_0). With
 V_{t,i} the critic's value of agent i's observation (`critic_values`, [B]) and r_{t,i} the
 combined team + local reward of `rewards.py`, for N agents:
 

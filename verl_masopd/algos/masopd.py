@@ -1,4 +1,4 @@
-"""MAS-OPD (`masopd`) and role-conditioned OPD (`opd`) token advantages (METHOD.md §3).
+"""MAS-OPD (`masopd`) and role-conditioned OPD (`opd`) token advantages (docs/method.md, "MAS-OPD").
 
 For response token y_k of an agent with role r:
 

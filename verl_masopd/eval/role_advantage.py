@@ -1,4 +1,4 @@
-"""Role advantage Δ of held-out responses under the teacher (METHOD.md §3, RAS), for evaluation.
+"""Role advantage Δ of held-out responses under the teacher (RAS, docs/method.md, "MAS-OPD"), for evaluation.
 
 Every response y of role r is scored by the project's teacher scoring (`TeacherScoring`) under its
 own role condition and the κ = |roles| − 1 contrasting ones, without privileged blocks (no PAC:

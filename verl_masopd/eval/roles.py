@@ -1,4 +1,4 @@
-"""Per-role metrics of an evaluation (METHOD.md §5), from the episode records.
+"""Per-role metrics of an evaluation (docs/method.md, "Data and evaluation"), from the episode records.
 
 format_violations/<role> = (responses of role r with a parse error) / (responses of role r);
 role_advantage/<role> = mean over the responses of role r that the teacher scored of their

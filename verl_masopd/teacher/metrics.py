@@ -1,4 +1,4 @@
-"""Teacher metrics per step and per role (METHOD.md §3 notation, token means over response_mask).
+"""Teacher metrics per step and per role (docs/method.md notation, token means over response_mask).
 
 teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q)   (κ ≥ 1 only)
 teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs

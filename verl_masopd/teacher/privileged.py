@@ -7,7 +7,7 @@ decisions (hold / revise); the reference answer or solution is added only with
 `pac.reveal_reference=true`.
 
 Only complete attributions (every verdict known) become a block: a check that could not run
-gives no privileged block (METHOD.md §3), which the caller counts.
+gives no privileged block (docs/method.md, "PAC"), which the caller counts.
 """
 
 from __future__ import annotations

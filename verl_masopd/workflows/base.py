@@ -4,9 +4,9 @@ A workflow is one file with one `Workflow` subclass (tinker-cookbook's render / 
 judge split). The rollout manager drives it turn by turn; `teacher/` re-renders recorded turns
 under other role conditions; estimators read the `Judgement`. Nothing here imports torch.
 
-Episode timeline (METHOD.md §1): at turn t every agent sees `render(episode, agent, t)`, built
-from `episode.turns[:t]` only; all agents act on the same state; `step` executes, records the
-turn and sets `episode.done` on agreement or at the horizon.
+Episode timeline (docs/method.md, "The multi-agent systems"): at turn t every agent sees
+`render(episode, agent, t)`, built from `episode.turns[:t]` only; all agents act on the same
+state; `step` executes, records the turn and sets `episode.done` on agreement or at the horizon.
 
 Information flow rule: `Turn.report` and `Turn.actions` are what agents may see. `Turn.verifier`
 holds verifier-only evidence (golden-test results, reference checks, answer checks) and must
@@ -103,7 +103,7 @@ class Judgement:
 
 @dataclass
 class Attribution:
-    """a^t of METHOD.md §3 for a turn that ended in conflict.
+    """a^t of PAC (docs/method.md, "PAC") for a turn that ended in conflict.
 
     `verdicts[agent_name]`: whether that agent's output is correct, None when the check could not
     run (e.g. no reference solution). `decisions[agent_name]`: HOLD for a correct output, REVISE

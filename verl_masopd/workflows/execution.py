@@ -39,9 +39,9 @@ def runnable(code: str, fn_name: str | None) -> str:
 
 
 def finished_cleanly(result: ExecResult) -> bool:
-    """Whether a run produced an output (METHOD.md §6): it exited with status 0 within its
-    timeout and its output was not cut. A run that crashed, timed out or exited non-zero produced
-    no answer, whatever it printed before."""
+    """Whether a run produced an output: it exited with status 0 within its timeout and its output
+    was not cut. A run that crashed, timed out or exited non-zero produced no answer, whatever it
+    printed before (docs/method.md, "Decisions on points the sources leave open")."""
     return result.exit_code == 0 and not result.timed_out and not result.truncated
 
 

@@ -1,4 +1,4 @@
-"""The Reasoner–Tool-User workflow for math problems (METHOD.md §1, Table 3).
+"""The Reasoner–Tool-User workflow for math problems (paper Table 3; docs/method.md, "The multi-agent systems").
 
 One turn: every Reasoner states an answer after '####'; every Tool-User writes a program (the
 last ```python block) that prints the answer, which is run and its printed answer parsed. The
@@ -73,10 +73,11 @@ def reasoner_evidence(action: Action, problem: Problem) -> dict:
 
 def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem, shown_chars: int) -> dict:
     """Run, parse and answer checks of a Tool-User's program; `run` is None when it wrote none.
-    An answer is read only from a run that finished cleanly (METHOD.md §6): a crash, a timeout or
-    a non-zero exit gives no answer, whatever it printed. A run the sandbox itself failed to carry
-    out (`infrastructure_failure`) gives no answer and no verdict: its reward terms are masked. The
-    printed output is kept for the report, clipped to `shown_chars`."""
+    An answer is read only from a run that finished cleanly: a crash, a timeout or a non-zero exit
+    gives no answer, whatever it printed (docs/method.md, "Decisions on points the sources leave open").
+    A run the sandbox itself failed to carry out (`infrastructure_failure`) gives no answer and no
+    verdict: its reward terms are masked. The printed output is kept for the report, clipped to
+    `shown_chars`."""
     if run is None:
         correct = answer_correct(None, problem)
         return {

@@ -1,4 +1,4 @@
-"""Role-local rewards of D.4 (METHOD.md §4): r_{t,role} = b_{t,role} · Σ_k w_k · g_{k,t}.
+"""Role-local rewards of D.4 (docs/method.md, "Rewards"): r_{t,role} = b_{t,role} · Σ_k w_k · g_{k,t}.
 
 Terms g are read from the evidence a workflow's `step` stores in `Turn.verifier["agents"]`:
   Coder     0.1·build + 0.1·run + 0.8·pass   build: compiles; run: the smoke subset of the golden
@@ -10,8 +10,8 @@ Terms g are read from the evidence a workflow's `step` stores in `Turn.verifier[
   Reasoner  0.2·format + 0.8·answer          format: a '####' answer is present; answer: ≡ y*.
             Mask: y* exists.
   Tool-User 0.1·run + 0.1·parse + 0.8·answer run: the program finishes cleanly; parse: an answer
-            is recovered from the output of a clean run (none from a failed one, METHOD.md §6);
-            answer: ≡ y*. Mask: y* exists.
+            is recovered from the output of a clean run (none from a failed one: docs/method.md,
+            "Decisions on points the sources leave open"); answer: ≡ y*. Mask: y* exists.
 A missing output (no program, no answer) is evidence of failure and scores 0 with the mask on;
 the mask is off only when the verifier's own resources are missing (then the value is 0).
 Weights are configurable per role and term (`reward_weights`).
