@@ -28,11 +28,11 @@ import torch  # noqa: E402
 from results_file import save_result
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-import verl_masopd.trainer.engine as engine_module  # noqa: E402
+import verl_masopd.engine.policy_engine as engine_module  # noqa: E402
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, policy_loss  # noqa: E402
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer, scoring_batch  # noqa: E402
 from verl_masopd.teacher.scoring import ScoreRequest  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss  # noqa: E402
 
 
 def make_requests(count: int, context: int, response: int, vocab: int, seed: int) -> list[ScoreRequest]:

@@ -29,6 +29,7 @@ from results_file import save_result
 from transformers import AutoTokenizer  # noqa: E402
 from verl import DataProto  # noqa: E402
 
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine  # noqa: E402
 from verl_masopd.rollout.batch import column  # noqa: E402
 from verl_masopd.teacher.attribution import Attributor  # noqa: E402
 from verl_masopd.teacher.contexts import TeacherContextBuilder  # noqa: E402
@@ -37,7 +38,6 @@ from verl_masopd.teacher.scoring import TeacherScoring  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.tiny_world.weights import WEIGHTS  # noqa: E402
 from verl_masopd.tiny_world.world import PROMPT_STYLE  # noqa: E402
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine  # noqa: E402
 from verl_masopd.workflows.base import Action, Turn  # noqa: E402
 from verl_masopd.workflows.math import MathWorkflow  # noqa: E402
 from verl_masopd.workflows.problem import Problem  # noqa: E402

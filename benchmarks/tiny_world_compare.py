@@ -47,8 +47,8 @@ import pandas as pd
 from results_file import RESULTS, save_result
 
 from verl_masopd.config import compose_config
+from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
 from verl_masopd.report.__main__ import write_report
-from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 DONE = "done.json"

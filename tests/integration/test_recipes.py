@@ -12,8 +12,8 @@ import yaml
 from safetensors.torch import load_file
 
 from verl_masopd.config import compose_config
+from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
 from verl_masopd.trainer.config import validate_config
-from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
 
 pytestmark = pytest.mark.integration
 

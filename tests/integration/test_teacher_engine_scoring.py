@@ -9,12 +9,12 @@ from transformers import AutoModelForCausalLM
 from verl import DataProto
 
 from verl_masopd.chat import encode_messages
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.rollout.batch import column
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScoring
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 from verl_masopd.workflows.base import Action, Turn
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem

@@ -11,10 +11,10 @@ import torch
 
 from verl_masopd.chat import encode_messages
 from verl_masopd.config import compose_config
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
+from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.teacher.vllm_teacher import VllmTeacher
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 
 pytestmark = pytest.mark.integration
 

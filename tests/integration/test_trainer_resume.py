@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
+from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
 
 pytestmark = pytest.mark.integration
 

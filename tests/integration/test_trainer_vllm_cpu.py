@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_masopd.trainer.engine import RENDEZVOUS_VARIABLES
+from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
 
 pytestmark = pytest.mark.integration
 

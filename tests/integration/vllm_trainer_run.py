@@ -16,9 +16,9 @@ REQUESTS = [([5, 6, 7, 8], [9, 10, 11, 12]), ([5, 6, 7, 8, 20, 21, 22], [30, 31]
 
 
 def gap(policy, pad_id: int) -> float:
+    from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
     from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
     from verl_masopd.teacher.scoring import ScoreRequest
-    from verl_masopd.teacher.server_scorer import ServerTeacherScorer
 
     requests = [ScoreRequest(c, r) for c, r in REQUESTS]
     served = asyncio.run(ServerTeacherScorer(policy.backend.client).score(requests))

@@ -3,9 +3,9 @@ outputs the collaboration metrics compare."""
 
 import json
 
-from verl_masopd.eval.runner import episode_record
-from verl_masopd.eval.summary import summarize
+from verl_masopd.rollout.evaluation import episode_record
 from verl_masopd.rollout.records import EpisodeResult
+from verl_masopd.rollout.summary import summarize
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from verl_masopd.eval.summary import summarize
+from verl_masopd.rollout.summary import summarize
 
 
 def turn(index, agreed, verdicts, code, tests):

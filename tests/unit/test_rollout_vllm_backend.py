@@ -9,7 +9,7 @@ import pytest
 from verl.workers.rollout.replica import TokenOutput
 
 from verl_masopd.rollout.backend import SamplingParams
-from verl_masopd.rollout.vllm_backend import VerlServerBackend
+from verl_masopd.serving.server_backend import VerlServerBackend
 
 EOS = 2
 MAX_MODEL_LEN = 16

@@ -4,8 +4,8 @@ the truncation rule keeps the response; C_r is the κ roles after r."""
 import pytest
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest, contrast_roles, response_rows
-from verl_masopd.teacher.server_scorer import ServerTeacherScorer
 
 
 def position_log_prob(position: int, token: int) -> float:

@@ -8,11 +8,11 @@ from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
 from verl_masopd.rollout.batch import column
+from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.metrics import role_metrics, step_metrics
 from verl_masopd.teacher.scoring import TeacherScoring
-from verl_masopd.teacher.server_scorer import ServerTeacherScorer
 from verl_masopd.workflows.base import Action, Turn
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem

@@ -5,8 +5,8 @@ import math
 
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.teacher.server_scorer import ServerTeacherScorer
 
 BLOCK = 2
 

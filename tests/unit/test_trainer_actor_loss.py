@@ -5,9 +5,9 @@ import torch
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
 from verl_masopd.config import compose_config
+from verl_masopd.serving.generation_path import HF, VLLM
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.config import ConfigError
-from verl_masopd.trainer.generation_path import HF, VLLM
 
 ACTOR = "actor_rollout_ref.actor"
 

@@ -19,6 +19,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from verl_masopd.engine.policy_engine import ATTENTION_KEY, restore_source_attention
 from verl_masopd.platform.packed_attention import PACKED_SDPA
 from verl_masopd.trainer import checkpoint as ckpt
 from verl_masopd.trainer.checkpoint import (
@@ -34,7 +35,6 @@ from verl_masopd.trainer.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from verl_masopd.trainer.engine import ATTENTION_KEY, restore_source_attention
 
 
 @pytest.fixture

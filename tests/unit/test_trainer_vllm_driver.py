@@ -10,13 +10,13 @@ import pytest
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from verl_masopd.config import compose_config
+from verl_masopd.engine.policy_engine import EngineSettings
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.records import FAILED, STOP
-from verl_masopd.rollout.vllm_backend import VerlServerBackend
-from verl_masopd.rollout.vllm_servers import ColocatedWeightSync, PolicyServerManager
-from verl_masopd.trainer.engine import EngineSettings
-from verl_masopd.trainer.hybrid_policy import HybridPolicy, HybridPolicyEngine
-from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
+from verl_masopd.serving.hybrid_policy import HybridPolicy, HybridPolicyEngine
+from verl_masopd.serving.plans import plan_policy_serving
+from verl_masopd.serving.policy_servers import ColocatedWeightSync, PolicyServerManager
+from verl_masopd.serving.server_backend import VerlServerBackend
 
 EOS = 2
 

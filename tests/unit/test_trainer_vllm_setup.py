@@ -7,10 +7,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_masopd.config import compose_config
+from verl_masopd.engine.policy_engine import EngineSettings
+from verl_masopd.serving.generation_path import HF, VLLM, check_teacher_backend, select_generation_path
+from verl_masopd.serving.plans import plan_policy_serving
 from verl_masopd.trainer.config import ConfigError
-from verl_masopd.trainer.engine import EngineSettings
-from verl_masopd.trainer.generation_path import HF, VLLM, check_teacher_backend, select_generation_path
-from verl_masopd.trainer.vllm_policy_config import plan_policy_serving
 
 BASE = ["students.path=/models/student", "data.train_files=/data/train.parquet"]
 

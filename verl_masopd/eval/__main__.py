@@ -47,19 +47,19 @@ import torch
 from tqdm import tqdm
 
 from verl_masopd.cli_args import count
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer
 from verl_masopd.eval.run_config import DEFAULTS, policy_model, resolve_run_arguments
-from verl_masopd.eval.runner import evaluate
 from verl_masopd.eval.settings import eval_settings, write_settings
-from verl_masopd.eval.summary import summarize, write_summary
 from verl_masopd.extensions import import_extensions
 from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
 from verl_masopd.rollout.backend import SamplingParams
+from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import SHARINGS, policies_of
+from verl_masopd.rollout.summary import summarize, write_summary
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PROMPT_STYLES

@@ -7,7 +7,8 @@ the held-out episodes are judged as the student saw them):
     Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q),    Δ̄(y) = (1/|y|) Σ_k Δ_k
 
 Δ̄ > 0: the teacher finds the response more typical of the role it was written for than of the
-other role(s). Each turn record gets "role_advantage": {agent: Δ̄ or None (empty response)}.
+other role(s). `evaluate` (rollout/evaluation.py) writes into each turn record "role_advantage":
+{agent: Δ̄ or None (empty response)}.
 """
 
 from __future__ import annotations
@@ -51,11 +52,3 @@ class RoleAdvantageScorer:
             for b in range(len(means))
             if mask[b].sum() > 0
         }
-
-
-def annotate(record: dict, advantages: dict[tuple[str, int, str], float]) -> None:
-    """Writes "role_advantage" into every turn of a problem record (None where nothing was scored)."""
-    for episode in record["episodes"]:
-        for turn in episode["turns"]:
-            key = (episode["episode_id"], turn["turn"])
-            turn["role_advantage"] = {agent: advantages.get((*key, agent)) for agent in turn["outputs"]}

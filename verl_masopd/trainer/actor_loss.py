@@ -5,8 +5,8 @@ Every loss setting under `actor_rollout_ref.actor` (clip_ratio, clip_ratio_low/h
 tau_pos/neg, loss_agg_mode, loss_scale_factor, entropy_coeff, calculate_entropy, policy_loss.*,
 use_kl_loss, kl_loss_coef, kl_loss_type) reaches verl's `ppo_loss` through verl's
 `FSDPActorConfig`, converted from the section as verl's trainer does. The update itself is the
-trainer's (one pass, contiguous mini-batches, trainer/policy.py) and the hf generation path's
-optimizer takes only lr, weight_decay and grad_clip (trainer/engine.py); a setting of those parts
+trainer's (one pass, contiguous mini-batches, engine/policy.py) and the hf generation path's
+optimizer takes only lr, weight_decay and grad_clip (engine/policy_engine.py); a setting of those parts
 that differs from what runs is refused by name (`check_actor_settings`).
 """
 
@@ -22,8 +22,8 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig
 from verl.workers.utils.losses import ppo_loss
 
+from verl_masopd.serving.generation_path import HF
 from verl_masopd.trainer.config import ConfigError
-from verl_masopd.trainer.generation_path import HF
 
 ACTOR = "actor_rollout_ref.actor"
 # the update runs one pass over the step's rows, in order

@@ -35,20 +35,25 @@ from verl import DataProto
 from verl_masopd.algos import compute_advantages
 from verl_masopd.algos.marft_critic import MarftCritic
 from verl_masopd.config_errors import require
-from verl_masopd.eval.runner import evaluate
-from verl_masopd.eval.summary import summarize
+from verl_masopd.engine.policy import Policy
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.rollout.backend import GenerationBackend
 from verl_masopd.rollout.batch import to_dataproto
+from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager, RolloutMetrics
 from verl_masopd.rollout.records import RolloutGroup, episodes_of
+from verl_masopd.rollout.summary import summarize
 from verl_masopd.rollout.tree import TreeSampler
+from verl_masopd.serving.generation_path import VLLM, check_teacher_backend, select_generation_path
+from verl_masopd.serving.hybrid_policy import build_vllm_policy
+from verl_masopd.serving.plans import plan_policy_serving, rollout_world_size
+from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import TeacherScoring
-from verl_masopd.teacher.vllm_teacher import VllmTeacher
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
@@ -59,13 +64,8 @@ from verl_masopd.trainer.checkpoint import (
 )
 from verl_masopd.trainer.config import ConfigError, DataSection, resolve_config, validate_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
-from verl_masopd.trainer.generation_path import VLLM, check_teacher_backend, select_generation_path
-from verl_masopd.trainer.hybrid_policy import build_vllm_policy
 from verl_masopd.trainer.placement import EnginePlacement
-from verl_masopd.trainer.policy import Policy
 from verl_masopd.trainer.tracking import open_tracking
-from verl_masopd.trainer.vllm_policy_config import plan_policy_serving, rollout_world_size
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ class Trainer:
     """Builds every part from the composed config (validated first) and runs `fit`.
 
     `backend_factory(policy, model_path, seed)` makes each policy's generation backend on the
-    hf generation path (default: the HF backend); on the vllm path (trainer/generation_path.py)
-    each policy is verl's hybrid actor with its own vLLM servers (trainer/hybrid_policy.py).
+    hf generation path (default: the HF backend); on the vllm path (serving/generation_path.py)
+    each policy is verl's hybrid actor with its own vLLM servers (serving/hybrid_policy.py).
     """
 
     def __init__(self, cfg: DictConfig, backend_factory: BackendFactory = hf_backend):

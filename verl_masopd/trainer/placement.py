@@ -20,8 +20,8 @@ import os
 import tempfile
 from dataclasses import replace
 
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.config import ConfigError, EnginesSection
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
 
 WORKER_ENV = ("VERL_PLATFORM", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM")
 

@@ -3,7 +3,7 @@
 `PolicyServerManager` is verl's `LLMServerManager` whose replicas name their server actors
 `{server_prefix}server_{replica}_{node}` instead of verl's fixed `vllm_server_...`, so several
 policies' hybrid replicas (each numbered from 0) live in one Ray job. The workers' side of the
-same names is `trainer/hybrid_policy.py::PolicyActorRolloutWorker`.
+same names is `serving/hybrid_policy.py::PolicyActorRolloutWorker`.
 
 `ColocatedWeightSync` drives verl's `CheckpointEngineManager` (naive backend) with the order
 verl's synchronous trainer keeps: servers asleep while the colocated engine computes

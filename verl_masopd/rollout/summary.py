@@ -6,7 +6,7 @@ metrics of docs/method.md, "Data and evaluation" that need no teacher (agreed_sh
 revise_rate_at_fault, hold_rate_correct) are defined on their functions below; each is NaN
 when it has no case to average over. A system of one agent (SA+ST, SA+MT) has no agreement: its
 agreement@t, agreed_share and turns_to_agreement are NaN, not 0. The per-role metrics (format
-violations, role advantage Δ) are defined in roles.py.
+violations, role advantage Δ) are defined in role_metrics.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from verl_masopd.eval.roles import role_metrics
+from verl_masopd.rollout.role_metrics import role_metrics
 
 
 def summarize(records: list[dict], horizon: int) -> dict:

@@ -2,17 +2,17 @@
 
 verl's server manager without a worker group launches standalone replicas (`init_standalone`);
 the servers are named `vllm_{name}_server_{replica}_0`. On CPU the replica is the CPU build's
-(platform/vllm_cpu.py), without sleep mode, HTTP on 127.0.0.1.
+(serving/vllm_cpu.py), without sleep mode, HTTP on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from verl_masopd.rollout.vllm_servers import PolicyServerManager, server_actors
-from verl_masopd.teacher.server_scorer import ServerTeacherScorer
-from verl_masopd.trainer.hybrid_policy import cpu_replica_class
-from verl_masopd.trainer.vllm_policy_config import plan_teacher_serving
+from verl_masopd.serving.hybrid_policy import cpu_replica_class
+from verl_masopd.serving.plans import plan_teacher_serving
+from verl_masopd.serving.policy_servers import PolicyServerManager, server_actors
+from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 
 
 class VllmTeacher:

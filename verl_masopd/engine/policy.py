@@ -1,6 +1,6 @@
 """One trainable policy: its verl engine (update, log-probs, checkpoints) and its generation backend.
 
-The engine is verl's `TrainingWorker` (FSDP2) through `trainer/engine.py`; the generation backend
+The engine is verl's `TrainingWorker` (FSDP2) through `engine/policy_engine.py`; the generation backend
 serves the rollout manager and receives the engine's weights after every update (`sync`).
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 from verl import DataProto
 
+from verl_masopd.engine.policy_engine import PolicyEngine
 from verl_masopd.rollout.backend import GenerationBackend
-from verl_masopd.trainer.engine import PolicyEngine
 
 
 class Policy:

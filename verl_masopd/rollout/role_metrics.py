@@ -3,7 +3,7 @@
 format_violations/<role> = (responses of role r with a parse error) / (responses of role r);
 role_advantage/<role> = mean over the responses of role r that the teacher scored of their
 per-response mean role advantage Δ̄ = (1/|y|) Σ_k Δ_k (recorded by `--teacher`, see
-`role_advantage.py`). An agent's role is read from the episode record's seats ("agents").
+`eval/role_advantage.py`). An agent's role is read from the episode record's seats ("agents").
 """
 
 from __future__ import annotations

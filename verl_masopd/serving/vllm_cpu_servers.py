@@ -11,7 +11,7 @@ from verl.workers.rollout.replica import RolloutMode
 from verl.workers.rollout.vllm_rollout import ServerAdapter
 from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer, vLLMReplica
 
-from verl_masopd.platform.vllm_cpu import (
+from verl_masopd.serving.vllm_cpu import (
     KVCACHE_ENV,
     LOOPBACK,
     call_timeout_s,

@@ -18,7 +18,7 @@ the CPU build or the CPU platform needs otherwise:
 |                             | that vLLM's own `reload_weights` loads. Every call has a timeout.      |
 
 Sleep mode does not exist in vLLM on CPU: the CPU config keeps `enable_sleep_mode` and
-`free_cache_engine` off (trainer/vllm_policy_config.py), so verl's sleep and wake calls are
+`free_cache_engine` off (serving/plans.py), so verl's sleep and wake calls are
 no-ops and the servers keep their memory between steps.
 """
 
@@ -135,7 +135,7 @@ def register_cpu_server_adapter() -> None:
     """verl's worker-side vLLM rollout is `CpuServerAdapter` in this process."""
     from verl.workers.rollout import base
 
-    base._ROLLOUT_REGISTRY[("vllm", "async")] = "verl_masopd.platform.vllm_cpu_servers.CpuServerAdapter"
+    base._ROLLOUT_REGISTRY[("vllm", "async")] = "verl_masopd.serving.vllm_cpu_servers.CpuServerAdapter"
 
 
 def server_env() -> dict[str, str]:

