@@ -65,14 +65,14 @@ def test_teacher_own_role_context_is_the_students_context(tiny_tokenizer, layout
     manager = RolloutManager(
         workflow, {"reasoner": None, "tool_user": None}, tiny_tokenizer, max_prompt_len=budget, context_layout=layout
     )
-    builder = TeacherContextBuilder(workflow, tiny_tokenizer, 4096, layout=layout, student_budget=budget)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, 4096, layout=layout)
     with manager:
         for agent in workflow.agents:
-            u = manager.context_ids(episode, agent, 1)
-            plain = builder.build(episode, agent.name, 1, agent.role, None, response_len=10)
+            u, cut = manager.context(episode, agent, 1)
+            plain = builder.build(episode, agent.name, 1, agent.role, None, 10, cut)
             assert plain.ids == u and not plain.privileged
             attribution = workflow.attribute(episode, 0)
-            privileged = builder.build(episode, agent.name, 1, agent.role, attribution, response_len=10)
+            privileged = builder.build(episode, agent.name, 1, agent.role, attribution, 10, cut)
             assert privileged.privileged and covers(privileged.ids, u)
             assert HEADER in tiny_tokenizer.decode(privileged.ids) and HEADER not in tiny_tokenizer.decode(u)
             text = tiny_tokenizer.decode(u)
@@ -89,10 +89,10 @@ def test_teacher_cuts_more_history_only_when_its_own_budget_requires(tiny_tokeni
     episode = episode_with_history(workflow, words=300)
     agent = workflow.agents[0]
     student_ids, student_cut = ContextEncoder(workflow, tiny_tokenizer, "role_last").student(episode, agent, 1, 700)
-    roomy = TeacherContextBuilder(workflow, tiny_tokenizer, 4096, layout="role_last", student_budget=700)
-    tight = TeacherContextBuilder(workflow, tiny_tokenizer, 610, layout="role_last", student_budget=700)
-    assert roomy.build(episode, agent.name, 1, agent.role, None, 10).ids == student_ids
-    short = tight.build(episode, agent.name, 1, agent.role, None, 10)
+    roomy = TeacherContextBuilder(workflow, tiny_tokenizer, 4096, layout="role_last")
+    tight = TeacherContextBuilder(workflow, tiny_tokenizer, 610, layout="role_last")
+    assert roomy.build(episode, agent.name, 1, agent.role, None, 10, student_cut).ids == student_ids
+    short = tight.build(episode, agent.name, 1, agent.role, None, 10, student_cut)
     assert len(short.ids) == 600 and short.cut_tokens > student_cut.count
     text = tiny_tokenizer.decode(short.ids)
     assert workflow.instructions[agent.role] in text and STATEMENT in text and "49 against 50" in text

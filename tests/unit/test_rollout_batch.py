@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from verl_masopd.rollout.batch import to_dataproto
-from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
+from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample, TeacherScores
 from verl_masopd.workflows.base import Agent, Episode, Judgement, Reward, Turn
 from verl_masopd.workflows.problem import Problem
 
@@ -65,7 +65,6 @@ def test_long_prompts_keep_their_last_tokens_and_responses_stay_aligned():
     b = batch.batch
     assert b["prompts"].tolist() == [[3, 4, 5, 6], [PAD, PAD, 10, 11]]
     assert b["responses"].tolist() == [[7, 8], [12, PAD]]
-    assert list(batch.non_tensor_batch["response_ids"]) == [[7, 8], [12]]
     assert torch.allclose(b["rollout_log_probs"], torch.tensor([[-0.7, -0.8], [-1.2, 0.0]]))
     # the response still starts right after the kept context, in input_ids and positions alike
     assert b["input_ids"].tolist() == [[3, 4, 5, 6, 7, 8], [PAD, PAD, 10, 11, 12, PAD]]
@@ -87,3 +86,23 @@ def test_failed_samples_left_out_and_counted_other_policies_ignored():
 def test_no_rows_is_an_error_naming_the_policy():
     with pytest.raises(ValueError, match="'tester'"):
         to_dataproto([group([sample(0, "coder_0", [1], [2], [-0.1])])], "tester", 8, 8, PAD)
+
+
+def test_observation_tokens_are_attended_but_masked_from_the_loss_and_teacher_scores_land_per_row():
+    with_tool = sample(0, "coder_0", [1, 2], [21, 90, 91, 22, 23], [-0.1, 0.0, 0.0, -0.2, -0.3])
+    with_tool.generated = [1, 0, 0, 1, 1]
+    with_tool.teacher = TeacherScores([-1.0, 0.0, 0.0, -2.0, -3.0], [[-4.0, 0.0, 0.0, -5.0, -6.0]], True)
+    plain = sample(1, "coder_0", [3], [24], [-0.4])
+    plain.teacher = TeacherScores([-7.0], [[-8.0]], False)
+    batch = to_dataproto([group([with_tool, plain])], "coder", 8, 4, PAD)
+    b = batch.batch
+    assert b["response_mask"].tolist() == [[1, 0, 0, 1], [1, 0, 0, 0]]
+    assert b["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 1], [0, 1, 1, 0, 0, 0]]
+    assert b["teacher_log_probs"].tolist() == [[-1.0, 0.0, 0.0, -2.0], [-7.0, 0.0, 0.0, 0.0]]
+    assert b["teacher_contrast_log_probs"].tolist() == [[[-4.0, 0.0, 0.0, -5.0]], [[-8.0, 0.0, 0.0, 0.0]]]
+    assert list(batch.non_tensor_batch["privileged"]) == [True, False]
+
+
+def test_unscored_records_carry_no_teacher_fields():
+    batch = to_dataproto([group([sample(0, "coder_0", [1], [2], [-0.1])])], "coder", 8, 8, PAD)
+    assert "teacher_log_probs" not in batch.batch.keys()

@@ -16,7 +16,7 @@ from verl_masopd.teacher.attribution import (
     verifier_wins,
 )
 from verl_masopd.teacher.contexts import TeacherContextBuilder
-from verl_masopd.teacher.metrics import step_metrics
+from verl_masopd.teacher.metrics import attribution_metrics
 from verl_masopd.teacher.privileged import HEADER, privileged_block
 from verl_masopd.workflows.base import HOLD, REVISE, Action, Attribution, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
@@ -265,4 +265,4 @@ async def test_model_route_overrides_reach_the_step_metrics(tiny_tokenizer):
     model = ScriptedAttributionModel(tiny_tokenizer, {"6 times 7": '{"solver_0": "correct", "checker_0": "correct"}'})
     result = await Attributor(workflow, "model", model, tiny_tokenizer).attribute({"e1": episode})
     assert result.previous("e1", 1).verdicts == {"solver_0": False, "checker_0": True}
-    assert step_metrics([], result)["teacher/attribution_overrides"] == 1.0
+    assert attribution_metrics(result)["teacher/attribution_overrides"] == 1.0

@@ -1,5 +1,6 @@
-"""Teacher scoring of a per-policy batch: one pass per role condition, scores on the exact response
-positions, the privileged flag, the counts; and the teacher metrics on hand-made numbers."""
+"""Teacher scoring of the records: one pass per role condition, scores on the exact response
+positions, nothing on tool observations, the privileged flag, the counts; and the teacher metrics
+on hand-made numbers."""
 
 import numpy as np
 import pytest
@@ -7,12 +8,13 @@ import torch
 from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_masopd.rollout.batch import column
+from verl_masopd.rollout.records import EpisodeResult, Sample
 from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.metrics import role_metrics, step_metrics
-from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
+from verl_masopd.workflows.base import Judgement
 from verl_masopd.workflows.base import Action, Turn
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem
@@ -59,26 +61,27 @@ def recorded_episode(workflow):
     return episode
 
 
-def reasoner_batch(responses, rollout_log_probs):
-    width = 4
-    padded = torch.zeros(len(responses), width, dtype=torch.long)
-    mask = torch.zeros(len(responses), width)
-    rollout = torch.zeros(len(responses), width)
-    for b, (ids, lps) in enumerate(zip(responses, rollout_log_probs)):
-        padded[b, : len(ids)] = torch.tensor(ids)
-        mask[b, : len(ids)] = 1
-        rollout[b, : len(lps)] = torch.tensor(lps)
-    n = len(responses)
-    return DataProto.from_dict(
-        tensors={"responses": padded, "response_mask": mask, "rollout_log_probs": rollout},
-        non_tensors={
-            "response_ids": column(responses),
-            "episode_id": np.array(["e1"] * n, dtype=object),
-            "agent": np.array(["reasoner_0"] * n, dtype=object),
-            "role": np.array(["reasoner"] * n, dtype=object),
-            "turn": np.array([0, 1, 1][:n], dtype=object),
-        },
-    )
+def reasoner_record(episode, responses, generated=None):
+    """The recorded reasoner samples of turns 0, 1, 1 (an empty response is a failed turn)."""
+    generated = generated or [None] * len(responses)
+    samples = [
+        Sample(
+            "e1",
+            0,
+            turn,
+            "reasoner_0",
+            "reasoner",
+            0,
+            "reasoner",
+            [1, 2],
+            ids,
+            [-1.0] * len(ids),
+            "stop" if ids else "failed",
+            generated=g or [],
+        )
+        for turn, ids, g in zip([0, 1, 1], responses, generated)
+    ]
+    return EpisodeResult("e1", episode, samples, Judgement(True, 1.0, "42"), 0)
 
 
 async def test_scoring_places_each_role_condition_on_the_response_positions(tiny_tokenizer):
@@ -88,8 +91,8 @@ async def test_scoring_places_each_role_condition_on_the_response_positions(tiny
     builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
     server = StandInTeacherServer()
     scoring = TeacherScoring(builder, ServerTeacherScorer(server), num_contrast_roles=1)
-    data = reasoner_batch([[10, 11, 12], [13, 14], []], [[-1.0, -1.0, -1.0], [-2.0, -2.0], []])
-    await scoring.score(data, {"e1": episode}, attributions)
+    record = reasoner_record(episode, [[10, 11, 12], [13, 14], []])
+    stats = await scoring.score([record], attributions)
 
     a0 = attributions.previous("e1", 1)
     lengths = {}
@@ -98,23 +101,43 @@ async def test_scoring_places_each_role_condition_on_the_response_positions(tiny
             lengths[turn, q] = len(
                 builder.build(episode, "reasoner_0", turn, q, a0 if turn else None, len(response)).ids
             )
-    teacher, contrast = data.batch["teacher_log_probs"], data.batch["teacher_contrast_log_probs"]
-    assert teacher.shape == (3, 4) and contrast.shape == (3, 1, 4)
-    for b, (turn, response) in enumerate(((0, [10, 11, 12]), (1, [13, 14]))):
-        for q, row in (("reasoner", teacher[b]), ("tool_user", contrast[b, 0])):
+    for sample, (turn, response) in zip(record.samples, ((0, [10, 11, 12]), (1, [13, 14]))):
+        for q, row in (("reasoner", sample.teacher.log_probs), ("tool_user", sample.teacher.contrast[0])):
             c = lengths[turn, q]
-            expected = [position_log_prob(c + i, y) for i, y in enumerate(response)]
-            assert row.tolist() == pytest.approx(expected + [0.0] * (4 - len(response)))
+            assert row == pytest.approx([position_log_prob(c + i, y) for i, y in enumerate(response)])
     # the tool user's instruction has another length than the reasoner's: the two passes differ
     assert lengths[0, "reasoner"] != lengths[0, "tool_user"]
-    assert teacher[2].tolist() == [0.0] * 4 and contrast[2].tolist() == [[0.0] * 4]
-    assert data.non_tensor_batch["privileged"].tolist() == [False, True, False]
+    assert record.samples[2].teacher is None
+    assert [s.teacher.privileged for s in record.samples[:2]] == [False, True]
     # two responses, two passes: 4 requests, and every token of them counted
     assert server.requests == 4
-    stats = data.meta_info["teacher"]
-    assert stats["responses"] == 2 and stats["passes"] == 2 and stats["truncations"] == 0
-    assert stats["teacher_tokens"] == sum(lengths.values()) + 2 * (3 + 2)
-    assert 0 < stats["shared_prefix_tokens"] < lengths[0, "reasoner"] + lengths[1, "reasoner"]
+    assert stats.responses == 2 and stats.passes == 2 and stats.truncations == 0
+    assert stats.teacher_tokens == sum(lengths.values()) + 2 * (3 + 2)
+    assert 0 < stats.shared_prefix_tokens < lengths[0, "reasoner"] + lengths[1, "reasoner"]
+
+
+async def test_tool_observations_are_context_for_the_teacher_but_never_scored(tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    scoring = TeacherScoring(builder, ServerTeacherScorer(StandInTeacherServer()), num_contrast_roles=1)
+    # generated 10, observation 11 12, generated 13
+    record = reasoner_record(episode, [[10, 11, 12, 13]], [[1, 0, 0, 1]])
+    await scoring.score([record])
+    c = len(builder.build(episode, "reasoner_0", 0, "reasoner", None, 4).ids)
+    expected = [position_log_prob(c, 10), 0.0, 0.0, position_log_prob(c + 3, 13)]
+    assert record.samples[0].teacher.log_probs == pytest.approx(expected)
+    assert record.samples[0].teacher.contrast[0][1:3] == [0.0, 0.0]
+
+
+async def test_scoring_cuts_responses_to_the_batch_length(tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    scoring = TeacherScoring(builder, ServerTeacherScorer(StandInTeacherServer()), num_contrast_roles=0)
+    record = reasoner_record(episode, [[10, 11, 12]])
+    await scoring.score([record], max_response_len=2)
+    assert len(record.samples[0].teacher.log_probs) == 2 and record.samples[0].teacher.contrast == []
 
 
 async def test_opd_scoring_has_no_contrast_pass_and_pac_off_has_no_block(tiny_tokenizer):
@@ -124,10 +147,11 @@ async def test_opd_scoring_has_no_contrast_pass_and_pac_off_has_no_block(tiny_to
     builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
     server = StandInTeacherServer()
     scoring = TeacherScoring(builder, ServerTeacherScorer(server), num_contrast_roles=0, pac_enable=False)
-    data = await scoring.score(reasoner_batch([[10], [13, 14]], [[-1.0], [-2.0, -2.0]]), {"e1": episode}, attributions)
-    assert server.requests == 2 and data.meta_info["teacher"]["passes"] == 1
-    assert "teacher_contrast_log_probs" not in data.batch.keys()
-    assert data.non_tensor_batch["privileged"].tolist() == [False, False]
+    record = reasoner_record(episode, [[10], [13, 14]])
+    stats = await scoring.score([record], attributions)
+    assert server.requests == 2 and stats.passes == 1
+    assert [s.teacher.contrast for s in record.samples] == [[], []]
+    assert [s.teacher.privileged for s in record.samples] == [False, False]
 
 
 def hand_made_batch():
@@ -144,22 +168,22 @@ def hand_made_batch():
             "privileged": np.array([True, False, False], dtype=object),
             "turn": np.array([0, 1, 0], dtype=object),
         },
-        meta_info={
-            "teacher": {
-                "responses": 3,
-                "passes": 2,
-                "teacher_tokens": 60,
-                "shared_prefix_tokens": 6,
-                "computed_tokens": 54,
-                "truncations": 1,
-                "truncated_tokens": 9,
-            }
-        },
     )
 
 
+STATS = ScoringStats(
+    responses=3,
+    passes=2,
+    teacher_tokens=60,
+    shared_prefix_tokens=6,
+    computed_tokens=54,
+    truncations=1,
+    truncated_tokens=9,
+)
+
+
 def test_role_metrics_by_hand():
-    metrics = role_metrics([hand_made_batch()])
+    metrics = role_metrics(hand_made_batch())
     # reasoner tokens: Δ = 1, 0, −2 → −1/3; ℓS − ℓT = −0.5, 1, 1 → 0.5; one of two turns privileged
     assert metrics["teacher/reasoner/role_advantage"] == pytest.approx(-1 / 3)
     assert metrics["teacher/reasoner/reverse_kl"] == pytest.approx(0.5)
@@ -173,12 +197,12 @@ def test_role_metrics_by_hand():
     assert metrics["teacher/turn_1/reverse_kl"] == pytest.approx(1.0)
 
 
-async def test_step_metrics_pool_policies_and_count_attribution(tiny_tokenizer):
+async def test_step_metrics_count_tokens_and_attribution(tiny_tokenizer):
     workflow = MathWorkflow()
     attributions = await Attributor(workflow).attribute({"e1": recorded_episode(workflow)})
-    metrics = step_metrics([hand_made_batch(), hand_made_batch()], attributions)
-    assert metrics["teacher/tokens_per_response"] == pytest.approx(120 / 6)
-    assert metrics["teacher/computed_tokens_per_response"] == pytest.approx(108 / 6)
-    assert metrics["teacher/truncations"] == 2.0 and metrics["teacher/truncated_tokens"] == 18.0
+    metrics = step_metrics(hand_made_batch(), STATS, attributions)
+    assert metrics["teacher/tokens_per_response"] == pytest.approx(60 / 3)
+    assert metrics["teacher/computed_tokens_per_response"] == pytest.approx(54 / 3)
+    assert metrics["teacher/truncations"] == 1.0 and metrics["teacher/truncated_tokens"] == 9.0
     assert metrics["teacher/reasoner/reverse_kl"] == pytest.approx(0.5)
     assert metrics["teacher/attribution_fallbacks"] == 0.0 and metrics["teacher/attribution_unavailable"] == 0.0

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from verl_masopd.rollout.batch import to_dataproto
-from verl_masopd.rollout.records import FAILED, RolloutGroup, episodes_of
+import torch
+
+from verl_masopd.rollout.records import RolloutGroup, episodes_of
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.scoring import TeacherScorer, TeacherScoring
 from verl_masopd.workflows.base import Workflow
@@ -32,23 +33,17 @@ class RoleAdvantageScorer:
             raise ValueError(f"--teacher: the {workflow.name!r} workflow has one role, no contrasting role to score")
         builder = TeacherContextBuilder(workflow, tokenizer, max_context_length, layout=layout)
         self.scoring = TeacherScoring(builder, scorer, len(workflow.roles) - 1, pac_enable=False)
-        self.pad_id = tokenizer.pad_token_id
 
     async def __call__(self, groups: Sequence[RolloutGroup]) -> dict[tuple[str, int, str], float]:
         results = episodes_of(groups)
-        samples = [s for r in results for s in r.samples if s.finish_reason != FAILED]
-        longest = max((len(s.response_ids) for s in samples), default=0)
-        widest = max((len(s.prompt_ids) for s in samples), default=0)
-        if longest == 0:
-            return {}
-        batch = to_dataproto(groups, None, widest, longest, self.pad_id)
-        await self.scoring.score(batch, {r.episode_id: r.episode for r in results})
-        mask = batch.batch["response_mask"].float()
-        delta = batch.batch["teacher_log_probs"] - batch.batch["teacher_contrast_log_probs"].mean(dim=1)
-        means = (delta * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        nt = batch.non_tensor_batch
-        return {
-            (str(nt["episode_id"][b]), int(nt["turn"][b]), str(nt["agent"][b])): float(means[b])
-            for b in range(len(means))
-            if mask[b].sum() > 0
-        }
+        await self.scoring.score(results)
+        out = {}
+        for result in results:
+            for s in result.samples:
+                if s.teacher is None or not any(s.generated):
+                    continue
+                own = torch.tensor(s.teacher.log_probs, dtype=torch.float32)
+                contrast = torch.tensor(s.teacher.contrast, dtype=torch.float32).mean(dim=0)
+                mask = torch.tensor(s.generated[: len(own)], dtype=torch.float32)
+                out[(result.episode_id, s.turn, s.agent)] = float(((own - contrast) * mask).sum() / mask.sum())
+        return out

@@ -1,7 +1,9 @@
 """The generation backend protocol: batched token-id prompts in, token ids and log-probs out.
 
-Generation stops at the tokenizer's eos (or pad) token or after `max_new_tokens`; a generated
-eos token is included in `token_ids` with its log-prob, as verl does.
+Generation stops at the tokenizer's eos (or pad) token, after `max_new_tokens`, or at the first
+token whose text completes one of the `stop` strings (a tool call, workflows/tools.py; that token
+is kept, finish_reason "stop"); a generated eos token is included in `token_ids` with its
+log-prob, as verl does.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """top_k = -1 means no top-k filtering; top_p = 1.0 means no nucleus filtering."""
+    """top_k = -1 means no top-k filtering; top_p = 1.0 means no nucleus filtering; `stop`: the
+    strings that end a generation (none by default)."""
 
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
     max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
 
 
 @dataclass

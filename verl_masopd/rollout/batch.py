@@ -2,7 +2,13 @@
 
 A row is one agent's response at one turn, in the project's token layout (`verl_masopd.token_layout`:
 prompts left-padded to the longest kept prompt, responses right-padded to the longest kept
-response, each at most its limit); rollout_log_probs ℓS_k on y, 0 on padding.
+response, each at most its limit); rollout_log_probs ℓS_k on y, 0 on padding. This is the one
+place the records (rollout/records.py) become verl's DataProto: the engine boundary.
+
+response_mask is 1 on the tokens the policy generated and 0 on tool observations and padding
+(attention_mask is 1 on observations: they are context for the tokens after them). Where the
+teacher scored the samples (`Sample.teacher`), teacher_log_probs [B, R] and, with κ ≥ 1
+contrasting roles, teacher_contrast_log_probs [B, κ, R] hold its scores (0 where it has none).
 
 Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
 history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
@@ -20,7 +26,7 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from verl_masopd.rollout.records import FAILED, RolloutGroup
+from verl_masopd.rollout.records import FAILED, RolloutGroup, Sample
 from verl_masopd.token_layout import prompt_response_tensors, right_padded
 
 
@@ -55,6 +61,9 @@ def to_dataproto(
     log_probs = [s.rollout_log_probs[:max_response_len] for _, s in rows]
     tensors = prompt_response_tensors(prompts, responses, pad_id)
     log_prob_t, _ = right_padded(log_probs, 0.0, torch.float32)
+    generated, _ = right_padded([s.generated[:max_response_len] for _, s in rows], 0, tensors["response_mask"].dtype)
+    tensors["response_mask"] = tensors["response_mask"] * generated
+    tensors |= teacher_tensors([s for _, s in rows], tensors["responses"].shape[1])
 
     team, local, local_mask = [], [], []
     for r, s in rows:
@@ -74,7 +83,6 @@ def to_dataproto(
         },
         non_tensors={
             "uid": column(uids),
-            "response_ids": column(responses),
             "episode_id": column([s.episode_id for _, s in rows]),
             "branch": column([s.branch for _, s in rows]),
             "turn": column([s.turn for _, s in rows]),
@@ -84,7 +92,7 @@ def to_dataproto(
             "policy": column([s.policy for _, s in rows]),
             "num_turns": column([len(r.episode.turns) for r, _ in rows]),
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
-            "privileged": column([False] * len(rows)),
+            "privileged": column([s.teacher is not None and s.teacher.privileged for _, s in rows]),
         },
         meta_info={
             "policy": policy,
@@ -93,3 +101,22 @@ def to_dataproto(
             "failed_samples": failed,
         },
     )
+
+
+def teacher_tensors(samples: Sequence[Sample], width: int) -> dict[str, torch.Tensor]:
+    """teacher_log_probs [B, width] and teacher_contrast_log_probs [B, κ, width] from the samples'
+    teacher scores; none when no sample was scored."""
+    scored = [s.teacher for s in samples if s.teacher is not None]
+    if not scored:
+        return {}
+    kappa = len(scored[0].contrast)
+    own = torch.zeros((len(samples), width), dtype=torch.float32)
+    contrast = torch.zeros((len(samples), kappa, width), dtype=torch.float32)
+    for b, sample in enumerate(samples):
+        if sample.teacher is None:
+            continue
+        scores = sample.teacher
+        own[b, : len(scores.log_probs[:width])] = torch.tensor(scores.log_probs[:width], dtype=torch.float32)
+        for i, row in enumerate(scores.contrast):
+            contrast[b, i, : len(row[:width])] = torch.tensor(row[:width], dtype=torch.float32)
+    return {"teacher_log_probs": own} | ({"teacher_contrast_log_probs": contrast} if kappa else {})

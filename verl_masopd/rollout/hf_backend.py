@@ -9,7 +9,9 @@ it is the log-prob of the unscaled distribution.
 
 Generation stops at any eos id of the model's generation config or tokenizer; the eos token is
 kept in the response with its log-prob (finish_reason "stop"); a response that hits
-`max_new_tokens` first ends with finish_reason "length".
+`max_new_tokens` first ends with finish_reason "length". With `sampling.stop` strings (tool
+calls), HF's stop-string criterion ends a row, and the response is cut after the first token
+whose decoded prefix contains a stop string (finish_reason "stop").
 """
 
 from __future__ import annotations
@@ -101,18 +103,25 @@ class HFBackend:
                 output_scores=True,
                 return_dict_in_generate=True,
                 **sampling_kwargs,
+                **({"stop_strings": list(sampling.stop), "tokenizer": self.tokenizer} if sampling.stop else {}),
             )
         new_tokens = output.sequences[:, width:]
         log_probs = torch.stack(output.scores, dim=1).float().log_softmax(dim=-1)
         token_log_probs = log_probs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        return [self._cut(new_tokens[b].tolist(), token_log_probs[b].tolist()) for b in range(len(prompts))]
+        return [
+            self._cut(new_tokens[b].tolist(), token_log_probs[b].tolist(), sampling.stop) for b in range(len(prompts))
+        ]
 
-    def _cut(self, tokens: list[int], log_probs: list[float]) -> Generation:
-        """Keep the response up to and including its first eos."""
+    def _cut(self, tokens: list[int], log_probs: list[float], stop: tuple[str, ...]) -> Generation:
+        """Keep the response up to and including its first eos, or the token that completes a stop string."""
         for i, token in enumerate(tokens):
-            if token in self.eos_ids:
+            if token in self.eos_ids or (stop and self._completes_stop(tokens[: i + 1], stop)):
                 return Generation(tokens[: i + 1], log_probs[: i + 1], STOP)
         return Generation(tokens, log_probs, LENGTH)
+
+    def _completes_stop(self, tokens: list[int], stop: tuple[str, ...]) -> bool:
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        return any(s in text for s in stop)
 
 
 def _eos_ids(*sources) -> list[int]:

@@ -1,12 +1,14 @@
 """The asynchronous multi-agent episode runner.
 
 For G rollouts of each problem (one `RolloutGroup`) the manager plays the workflow turn by turn
-until agreement or the horizon: at turn t every live agent's context u (`verl_masopd.context`:
-render(episode, agent, t) in the layout) is sent to its policy's backend, the responses are parsed
-into actions (`sample_turn`, the single-turn sampling that the tree sampler reuses) and
-`workflow.step` executes them. The requests of all live episodes for one policy at one turn go to
-the backend as one call (the policies' calls run concurrently); `step` and `judge` (sandbox work,
-blocking) run in a thread pool so the event loop keeps serving the backends.
+until the workflow ends the episode: at turn t the agents the workflow schedules
+(`workflow.schedule`) each get their context u (`verl_masopd.context`: render(episode, agent, t) in
+the layout) sent to their policy's backend; an agent with a tool calls it inside its response
+(rollout/tool_loop.py); the responses are parsed into actions (`sample_turn`, the single-turn
+sampling that the tree sampler reuses) and `workflow.step` executes them. The requests of all live
+episodes for one policy at one point go to the backend as one call (the policies' calls run
+concurrently); `step` and `judge` (sandbox work, blocking) run in a thread pool so the event loop
+keeps serving the backends.
 
 A generation that raises, times out or comes back malformed is retried up to `max_retries`
 times; after that the turn is recorded as failed (empty response, finish_reason "failed"): the
@@ -23,10 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from verl_masopd.context import ContextEncoder
+from verl_masopd.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams
 from verl_masopd.rollout.policies import policies_of, policy_of
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, RolloutGroup, Sample
+from verl_masopd.rollout.tool_loop import Response, ToolLoop, ToolRequest
 from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -34,29 +37,22 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class Request:
-    """One generation request: context `prompt_ids` for `policy`."""
-
-    policy: str
-    prompt_ids: list[int]
-
-
-@dataclass
 class Draw:
-    """One agent's sampled response at one turn and the action parsed from it."""
+    """One agent's sampled response at one turn, the cut of its context and the action parsed from it."""
 
     agent: Agent
     policy: str
     prompt_ids: list[int]
-    generation: Generation
+    response: Response
     action: Action
+    cut: Cut = NO_CUT
 
     @property
     def failed(self) -> bool:
-        return self.generation.finish_reason == FAILED
+        return self.response.finish_reason == FAILED
 
     def sample(self, episode_id: str, branch: int, turn: int) -> Sample:
-        gen = self.generation
+        r = self.response
         return Sample(
             episode_id,
             branch,
@@ -66,9 +62,12 @@ class Draw:
             self.agent.index,
             self.policy,
             list(self.prompt_ids),
-            list(gen.token_ids),
-            list(gen.log_probs),
-            gen.finish_reason,
+            list(r.token_ids),
+            list(r.log_probs),
+            r.finish_reason,
+            generated=list(r.generated),
+            context_cut=self.cut,
+            tool_calls=list(r.tool_calls),
         )
 
 
@@ -83,9 +82,15 @@ class RolloutMetrics:
     generation_seconds: float = 0.0
     failure_reasons: Counter = field(default_factory=Counter)
 
+    tool_calls: int = 0
+    tool_seconds: float = 0.0
+    observation_tokens: int = 0
+    tool_outcomes: Counter = field(default_factory=Counter)
+
     def as_dict(self) -> dict[str, float]:
-        out = {k: v for k, v in vars(self).items() if k != "failure_reasons"}
+        out = {k: v for k, v in vars(self).items() if k not in ("failure_reasons", "tool_outcomes")}
         out.update({f"failure/{reason}": n for reason, n in self.failure_reasons.items()})
+        out.update({f"tool/{outcome}": n for outcome, n in self.tool_outcomes.items()})
         return out
 
 
@@ -138,6 +143,7 @@ class RolloutManager:
         self.contexts = ContextEncoder(workflow, tokenizer, context_layout)
         self.metrics = RolloutMetrics()
         self._pool = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="workflow-step")
+        self._tools = ToolLoop(self._generate_triples, tokenizer, sampling)
         self._episode_counter = 0
 
     def __enter__(self) -> RolloutManager:
@@ -148,6 +154,7 @@ class RolloutManager:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._tools.close()
 
     async def run(
         self,
@@ -197,30 +204,33 @@ class RolloutManager:
     async def sample_turn(self, episodes: Sequence[Episode], copies: int = 1) -> list[list[dict[str, Draw]]]:
         """`copies` joint actions for each episode at its current turn: out[e][k][agent name].
 
-        Every live agent's context u is rendered once and sampled `copies` times; the requests of
-        all episodes go to each policy's backend as one call, episode-major, agent, then copy.
+        Every scheduled agent's context u is rendered once and sampled `copies` times; the requests
+        of all episodes go to each policy's backend as one call, episode-major, agent, then copy.
         """
         seats = []
         for episode in episodes:
             turn = len(episode.turns)
-            for agent in episode.agents:
-                seats.append((agent, policy_of(agent, self.policy_sharing), self.context_ids(episode, agent, turn)))
-        requests = [Request(policy, prompt) for _, policy, prompt in seats for _ in range(copies)]
-        generations = iter(await self.generate(requests))
-        out: list[list[dict[str, Draw]]] = []
-        seat = iter(seats)
-        for episode in episodes:
-            joints: list[dict[str, Draw]] = [{} for _ in range(copies)]
-            for _ in episode.agents:
-                agent, policy, prompt = next(seat)
-                for k in range(copies):
-                    gen = next(generations)
-                    joints[k][agent.name] = Draw(agent, policy, prompt, gen, self.action_of(agent, gen))
-            out.append(joints)
+            for agent in self.workflow.schedule(episode):
+                ids, cut = self.context(episode, agent, turn)
+                seats.append((episode, agent, policy_of(agent, self.policy_sharing), ids, cut))
+        requests = [
+            ToolRequest(policy, prompt, self.workflow.tool(agent))
+            for _, agent, policy, prompt, _ in seats
+            for _ in range(copies)
+        ]
+        responses = iter(await self.respond(requests))
+        out: list[list[dict[str, Draw]]] = [[{} for _ in range(copies)] for _ in episodes]
+        index = {id(episode): e for e, episode in enumerate(episodes)}
+        for episode, agent, policy, prompt, cut in seats:
+            for k in range(copies):
+                response = next(responses)
+                out[index[id(episode)]][k][agent.name] = Draw(
+                    agent, policy, prompt, response, self.action_of(agent, response), cut
+                )
         return out
 
-    def context_ids(self, episode: Episode, agent: Agent, turn: int) -> list[int]:
-        """u: the token ids of what `agent` sees at `turn`, in the context layout.
+    def context(self, episode: Episode, agent: Agent, turn: int) -> tuple[list[int], Cut]:
+        """u, the token ids of what `agent` sees at `turn` in the context layout, and its cut.
 
         A context over `max_prompt_len` loses tokens from the middle of its history, as the
         teacher's contexts do (`verl_masopd.context`), so the policy is sampled from exactly the
@@ -228,11 +238,22 @@ class RolloutManager:
         """
         ids, cut = self.contexts.student(episode, agent, turn, self.max_prompt_len)
         self.metrics.truncated_prompts += cut.count > 0
-        return ids
+        return ids, cut
 
-    def action_of(self, agent: Agent, generation: Generation) -> Action:
-        text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+    def action_of(self, agent: Agent, response: Response) -> Action:
+        text = self.tokenizer.decode(response.token_ids, skip_special_tokens=True)
         return self.workflow.parse(agent, text)
+
+    async def respond(self, requests: list[ToolRequest]) -> list[Response]:
+        """Whole responses, tool calls inside included; the tool metrics go into `metrics`."""
+        tools = self._tools.metrics
+        before = (tools.calls, tools.seconds, tools.observation_tokens, Counter(tools.outcomes))
+        responses = await self._tools.run(requests)
+        self.metrics.tool_calls += tools.calls - before[0]
+        self.metrics.tool_seconds += tools.seconds - before[1]
+        self.metrics.observation_tokens += tools.observation_tokens - before[2]
+        self.metrics.tool_outcomes.update(tools.outcomes - before[3])
+        return responses
 
     async def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
         """`workflow.step` in the thread pool; checks the workflow ends episodes at its horizon."""
@@ -249,21 +270,26 @@ class RolloutManager:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self.workflow.judge, episode)
 
-    async def generate(self, requests: list[Request]) -> list[Generation]:
-        """One backend call per policy (concurrently); one `Generation` per request, in order."""
-        by_policy: dict[str, list[int]] = {}
-        for i, request in enumerate(requests):
-            by_policy.setdefault(request.policy, []).append(i)
+    async def _generate_triples(self, requests: list[tuple[str, list[int], SamplingParams]]) -> list[Generation]:
+        """One backend call per (policy, sampling), concurrently; one `Generation` per request, in order."""
+        by_call: dict[tuple[str, SamplingParams], list[int]] = {}
+        for i, (policy, _, sampling) in enumerate(requests):
+            by_call.setdefault((policy, sampling), []).append(i)
         outputs = await asyncio.gather(
-            *(self._generate_policy(policy, [requests[i].prompt_ids for i in idx]) for policy, idx in by_policy.items())
+            *(
+                self._generate_policy(policy, [requests[i][1] for i in idx], sampling)
+                for (policy, sampling), idx in by_call.items()
+            )
         )
         generations: list[Generation] = [None] * len(requests)  # type: ignore[list-item]
-        for idx, gens in zip(by_policy.values(), outputs, strict=True):
+        for idx, gens in zip(by_call.values(), outputs, strict=True):
             for i, gen in zip(idx, gens, strict=True):
                 generations[i] = gen
         return generations
 
-    async def _generate_policy(self, policy: str, prompts: list[list[int]]) -> list[Generation]:
+    async def _generate_policy(
+        self, policy: str, prompts: list[list[int]], sampling: SamplingParams
+    ) -> list[Generation]:
         """Bounded retries of the prompts still without a well-formed generation, then "failed"."""
         backend = self.backends[policy]
         results: list[Generation | None] = [None] * len(prompts)
@@ -275,7 +301,7 @@ class RolloutManager:
             start = time.perf_counter()
             try:
                 gens = await asyncio.wait_for(
-                    backend.generate([prompts[i] for i in pending], self.sampling), self.generation_timeout_s
+                    backend.generate([prompts[i] for i in pending], sampling), self.generation_timeout_s
                 )
                 if len(gens) != len(pending):
                     raise ValueError(f"backend returned {len(gens)} generations for {len(pending)} prompts")

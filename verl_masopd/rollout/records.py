@@ -1,15 +1,43 @@
 """What a rollout records: one `Sample` per agent per turn, one `EpisodeResult` per episode, and
-one `RolloutGroup` per problem (its G episodes, the group that group baselines are taken over)."""
+one `RolloutGroup` per problem (its G episodes, the group that group baselines are taken over).
+
+These records are the one structure from rollout to loss (docs/design.md, "The record"): the
+teacher reads its contexts from them and writes its scores into them (`Sample.teacher`), and
+`rollout.batch.to_dataproto` flattens them into verl's DataProto once, at the engine boundary.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from verl_masopd.context import NO_CUT, Cut
 from verl_masopd.workflows.base import Episode, Judgement
 from verl_masopd.workflows.problem import Problem
 
 STOP, LENGTH, FAILED = "stop", "length", "failed"
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call inside a response: the tool, the call's outcome (workflows/tools.py), the
+    seconds it ran and the observation tokens appended."""
+
+    tool: str
+    outcome: str
+    seconds: float
+    observation_tokens: int
+
+
+@dataclass
+class TeacherScores:
+    """The teacher's scores of a sample's kept response tokens (0 on observation tokens):
+    `log_probs[i]` = log π_T(y_i | x_r, y_<i); `contrast[j][i]` the same under the j-th contrasting
+    role; `privileged`: x_r held the PAC block."""
+
+    log_probs: list[float]
+    contrast: list[list[float]]
+    privileged: bool
 
 
 @dataclass
@@ -17,10 +45,13 @@ class Sample:
     """One agent's response at one turn of one episode, with the exact context it was sampled from.
 
     The agent is `agent` (its seat name), `role` and `agent_index` (its index within the role).
-    `prompt_ids`: the context u (chat-encoded messages); `response_ids`: the sampled tokens (eos
-    included when generated); `rollout_log_probs[i]`: log π_sample(response_ids[i] | u, ...).
+    `prompt_ids`: the context u (chat-encoded messages); `response_ids`: the response's tokens (eos
+    included when generated), tool observations included; `generated[i]` is 1 where the policy
+    sampled response_ids[i] and 0 on observation tokens; `rollout_log_probs[i]`:
+    log π_sample(response_ids[i] | u, ...) on generated tokens, 0 on observation tokens.
     `finish_reason`: "stop" (eos), "length" (max new tokens) or "failed" (empty response after
-    the bounded retries).
+    the bounded retries). `context_cut`: the truncation rule's cut of u (verl_masopd.context);
+    `tool_calls`: the calls inside the response; `teacher`: the teacher's scores, once scored.
     """
 
     episode_id: str
@@ -34,6 +65,16 @@ class Sample:
     response_ids: list[int]
     rollout_log_probs: list[float]
     finish_reason: str
+    generated: list[int] = field(default_factory=list)
+    context_cut: Cut = NO_CUT
+    tool_calls: list[ToolUse] = field(default_factory=list)
+    teacher: TeacherScores | None = None
+
+    def __post_init__(self):
+        if not self.generated:
+            self.generated = [1] * len(self.response_ids)
+        if len(self.generated) != len(self.response_ids):
+            raise ValueError(f"{len(self.generated)} generated flags for {len(self.response_ids)} response tokens")
 
 
 @dataclass

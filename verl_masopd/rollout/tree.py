@@ -113,10 +113,10 @@ class TreeSampler:
 
         judged = await asyncio.gather(*(play_branch(a) for a in branch_actions))
         committed = {}
-        for agent in tree.episode.agents:
-            rewards = [j.local.get((turn, agent.name), NO_REWARD) for j in judged]
+        for name in branch_actions[0]:  # the agents scheduled at this turn
+            rewards = [j.local.get((turn, name), NO_REWARD) for j in judged]
             for k, reward in enumerate(rewards):
-                tree.local[k][turn, agent.name] = reward
+                tree.local[k][turn, name] = reward
             best = max(range(len(rewards)), key=lambda k: (rewards[k].value, -k))
-            committed[agent.name] = branch_actions[best][agent.name]
+            committed[name] = branch_actions[best][name]
         await m.step(tree.episode, committed)

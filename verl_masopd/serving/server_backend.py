@@ -5,8 +5,10 @@ call returning verl's `TokenOutput`; the calls of a batch run concurrently and t
 them. Sampling parameters map to vLLM's: temperature, top_p, top_k, max_tokens, and
 `logprobs: True`, under which verl returns each sampled token's log-prob (its rollout
 `logprobs_mode`, default "processed_logprobs": the distribution after temperature and top-k/top-p,
-as the HF backend). The eos token is included in `token_ids` when generated; "stop" vs "length"
-is read from whether the last token is an eos id.
+as the HF backend), and `stop` with the sampling's stop strings (tool calls; vLLM keeps the token
+that completes one). The eos token is included in `token_ids` when generated; "stop" vs "length"
+is read from whether the last token is an eos id, or with stop strings whether the response
+ended before `max_tokens`.
 
 Weights: verl streams them from the policy's engine workers to the servers through its
 `CheckpointEngineManager`; `update_weights(state_dict, version)` triggers that sync for
@@ -63,6 +65,8 @@ class VerlServerBackend:
             "max_tokens": sampling.max_new_tokens,
             "logprobs": True,
         }
+        if sampling.stop:
+            params["stop"] = list(sampling.stop)
         return list(await asyncio.gather(*(self._one(prompt, dict(params)) for prompt in prompts)))
 
     def update_weights(self, state_dict: dict, version: int) -> None:
@@ -95,7 +99,8 @@ class VerlServerBackend:
             logger.warning("%s: request %s unusable: %s", self.name, request_id, problem)
             return Generation([], [], FAILED)
         token_ids = list(out.token_ids)
-        finish = STOP if token_ids[-1] in self.eos_ids else LENGTH
+        stopped = token_ids[-1] in self.eos_ids or ("stop" in params and len(token_ids) < params["max_tokens"])
+        finish = STOP if stopped else LENGTH
         return Generation(token_ids, [float(x) for x in out.log_probs], finish)
 
     def _problem(self, out, max_tokens: int) -> str | None:

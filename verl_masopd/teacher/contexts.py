@@ -13,8 +13,8 @@ The layout (`workflow.context_layout`, see `verl_masopd.context`) places the rol
 layout, so x_r without p_t is u.
 
 Truncation (`teacher.max_context_length` = L tokens for context + response): the response y is
-never cut. x_q first loses exactly the history tokens the student's u lost (its budget
-`data.max_prompt_length`), then, if |x_q| + |y| still exceeds L, more from the middle of the
+never cut. x_q first loses exactly the history tokens the student's u lost (the cut the rollout
+recorded with the sample, `Sample.context_cut`), then, if |x_q| + |y| still exceeds L, more from the middle of the
 history (the rule of `verl_masopd.context`). Every truncated context is counted
 (`TeacherContext.cut_tokens` > 0).
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_masopd.context import ContextEncoder, arrange
+from verl_masopd.context import NO_CUT, ContextEncoder, Cut, arrange
 from verl_masopd.teacher.privileged import privileged_block
 from verl_masopd.workflows.base import Attribution, Episode, Workflow
 
@@ -48,7 +48,6 @@ class TeacherContextBuilder:
         reveal_reference: bool = False,
         *,
         layout: str = "role_first",
-        student_budget: int | None = None,
     ):
         if max_length < 2:
             raise ValueError(f"teacher.max_context_length must be >= 2, got {max_length}")
@@ -57,7 +56,6 @@ class TeacherContextBuilder:
         self.max_length = max_length
         self.reveal_reference = reveal_reference
         self.encoder = ContextEncoder(workflow, tokenizer, layout)
-        self.student_budget = student_budget
 
     def messages(
         self, episode: Episode, agent: str, turn: int, role: str, attribution: Attribution | None
@@ -79,8 +77,16 @@ class TeacherContextBuilder:
         return privileged_block(attribution, episode, agent, self.reveal_reference)
 
     def build(
-        self, episode: Episode, agent: str, turn: int, role: str, attribution: Attribution | None, response_len: int
+        self,
+        episode: Episode,
+        agent: str,
+        turn: int,
+        role: str,
+        attribution: Attribution | None,
+        response_len: int,
+        student_cut: Cut = NO_CUT,
     ) -> TeacherContext:
+        """x_q for the response of `agent` at `turn`; `student_cut` is the cut the rollout gave u."""
         budget = self.max_length - response_len
         if budget < 2:
             raise ValueError(
@@ -88,7 +94,6 @@ class TeacherContextBuilder:
                 f"{response_len} tokens; it must exceed the rollout's response length by at least 2"
             )
         seat = episode.agent(agent)
-        _, student_cut = self.encoder.student(episode, seat, turn, self.student_budget)
         block = self._block(episode, agent, turn, attribution)
         ids, cut = self.encoder.fitted(episode, seat, turn, budget, role, block, at_least=student_cut)
         return TeacherContext(ids=ids, privileged=block is not None, cut_tokens=cut.count)

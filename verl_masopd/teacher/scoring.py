@@ -10,30 +10,31 @@ passes in turn, own role first, so that a prefix cache can serve the contrast pa
 follow r in the workflow's role order (cyclically); with two role types, the other role.
 
 Alignment: a scorer sees seq = x_q + y, whose length differs from the student's u + y. Row j of
-a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i,
-and lands on response position i of the student's right-padded response tensors.
+a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i.
 
-Input: the rows' response tokens come from the samples (the non-tensor column "response_ids" of
-`rollout.batch.to_dataproto`), with episode_id, agent, turn and role. Output fields of the
-per-policy batch: teacher_log_probs [B, R] (q = r),
-teacher_contrast_log_probs [B, κ, R] (κ ≥ 1 only), privileged (non-tensor bool: x_r had a PAC
-block), and meta_info["teacher"] with token and truncation counts. Padding positions hold 0.
+Input: the step's records (`EpisodeResult`s, rollout/records.py): every sample that is not a
+failed turn, in record order, its response cut to the batch's response length. Each sample's
+teacher contexts are built from its episode and from the cut its own context u received
+(`Sample.context_cut`). Output: `Sample.teacher` (`TeacherScores`: the own-role scores, the κ
+contrast passes, whether x_r held a PAC block), 0 on a response's observation tokens (tool
+results are context for the teacher, never scored), and the step's `ScoringStats`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-import torch
-from verl import DataProto
-
+from verl_masopd.rollout.records import FAILED, EpisodeResult, Sample, TeacherScores
 from verl_masopd.teacher.attribution import Attributions
 from verl_masopd.teacher.contexts import TeacherContext, TeacherContextBuilder
-from verl_masopd.workflows.base import Episode
+
+
+def kept(sample: Sample, max_response_len: int | None) -> list[int]:
+    """The response tokens the batch keeps (its first `max_response_len`)."""
+    return sample.response_ids if max_response_len is None else sample.response_ids[:max_response_len]
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class ScoringStats:
 
 
 class TeacherScoring:
-    """Adds the teacher fields to per-policy batches (see the module docstring)."""
+    """Scores the step's records (see the module docstring)."""
 
     def __init__(
         self,
@@ -111,35 +112,38 @@ class TeacherScoring:
         self.pac_enable = pac_enable
 
     async def score(
-        self, data: DataProto, episodes: Mapping[str, Episode], attributions: Attributions | None = None
-    ) -> DataProto:
-        """Writes the teacher fields into `data` (in place) and returns it.
+        self,
+        results: Sequence[EpisodeResult],
+        attributions: Attributions | None = None,
+        max_response_len: int | None = None,
+    ) -> ScoringStats:
+        """Writes `Sample.teacher` into every sample of `results` that is not failed; returns the stats.
 
-        `episodes` maps episode_id to the recorded Episode; `attributions` gives a^{t−1} (None
-        or pac_enable=False: no privileged blocks). Rows with an empty response are not scored.
+        `attributions` gives a^{t−1} (None or pac_enable=False: no privileged blocks);
+        `max_response_len` is the batch's response length (the responses the loss will see).
         """
-        nt = data.non_tensor_batch
-        response_ids = [list(ids) for ids in nt["response_ids"]]
-        lengths = [len(ids) for ids in response_ids]
-        rows = [b for b, n in enumerate(lengths) if n > 0]
-        roles = self.builder.workflow.roles
+        rows: list[Sample] = []
         contexts: list[list[TeacherContext]] = [[] for _ in range(1 + self.kappa)]
-        for b in rows:
-            eid, agent, turn, role = (
-                str(nt["episode_id"][b]),
-                str(nt["agent"][b]),
-                int(nt["turn"][b]),
-                str(nt["role"][b]),
-            )
-            if eid not in episodes:
-                raise ValueError(f"batch row {b}: episode {eid!r} is not among the recorded episodes")
-            attribution = attributions.previous(eid, turn) if (self.pac_enable and attributions) else None
-            for i, condition in enumerate([role, *contrast_roles(role, roles, self.kappa)]):
-                contexts[i].append(self.builder.build(episodes[eid], agent, turn, condition, attribution, lengths[b]))
+        roles = self.builder.workflow.roles
+        for result in results:
+            for sample in result.samples:
+                if sample.finish_reason == FAILED or not sample.response_ids:
+                    continue
+                rows.append(sample)
+                n = len(kept(sample, max_response_len))
+                attribution = (
+                    attributions.previous(result.episode_id, sample.turn) if self.pac_enable and attributions else None
+                )
+                for i, condition in enumerate([sample.role, *contrast_roles(sample.role, roles, self.kappa)]):
+                    contexts[i].append(
+                        self.builder.build(
+                            result.episode, sample.agent, sample.turn, condition, attribution, n, sample.context_cut
+                        )
+                    )
 
         stats = ScoringStats(responses=len(rows), passes=1 + self.kappa)
         passes = [
-            [ScoreRequest(c.ids, response_ids[b]) for c, b in zip(pass_contexts, rows, strict=True)]
+            [ScoreRequest(c.ids, kept(sample, max_response_len)) for c, sample in zip(pass_contexts, rows, strict=True)]
             for pass_contexts in contexts
         ]
         scores = await self._score_passes(passes, stats)
@@ -149,24 +153,11 @@ class TeacherScoring:
             stats.truncated_tokens += sum(c.cut_tokens for c in pass_contexts)
         for target, *others in zip(*contexts, strict=True):
             stats.shared_prefix_tokens += sum(len(os.path.commonprefix([target.ids, c.ids])) for c in others)
-
-        shape = tuple(data.batch["responses"].shape)
-        teacher = torch.zeros(shape, dtype=torch.float32)
-        contrast = torch.zeros((shape[0], self.kappa, shape[1]), dtype=torch.float32)
-        for j, b in enumerate(rows):
-            teacher[b, : lengths[b]] = torch.tensor(scores[0][j], dtype=torch.float32)
-            for i in range(self.kappa):
-                contrast[b, i, : lengths[b]] = torch.tensor(scores[1 + i][j], dtype=torch.float32)
-        data.batch["teacher_log_probs"] = teacher
-        if self.kappa:
-            data.batch["teacher_contrast_log_probs"] = contrast
-        privileged = np.zeros(shape[0], dtype=object)
-        privileged[:] = False
-        for c, b in zip(contexts[0], rows, strict=True):
-            privileged[b] = c.privileged
-        nt["privileged"] = privileged
-        data.meta_info["teacher"] = asdict(stats)
-        return data
+        for j, (sample, context) in enumerate(zip(rows, contexts[0], strict=True)):
+            mask = sample.generated
+            own, *contrast = [[float(x) * m for x, m in zip(p[j], mask[: len(p[j])], strict=True)] for p in scores]
+            sample.teacher = TeacherScores(own, contrast, context.privileged)
+        return stats
 
     async def _score_passes(self, passes: list[list[ScoreRequest]], stats: ScoringStats) -> list[list[list[float]]]:
         """Scores of every pass; all passes in one call to a prefix-sharing scorer, else pass by pass."""

@@ -2,12 +2,12 @@
 
 One step (docs/design.md, "One training step"):
   1. rollout     the rollout manager plays G episodes per problem with every policy's generation
-                 backend (AT-GRPO: tree sampling with K = G branches)
-  2. batch       one joint batch of every policy's responses (rollout/batch.py)
-  3. log-probs   ℓS from each policy's engine (old_log_probs); the reference policy's (cure);
+                 backend (AT-GRPO: tree sampling with K = G branches): the step's records
+  2. teacher     role-conditioned teacher scores of the records under every role condition, with
+                 the PAC block after a conflict (masopd, opd), written into the samples
+  3. batch       the records flattened once into one joint DataProto (rollout/batch.py)
+  4. log-probs   ℓS from each policy's engine (old_log_probs); the reference policy's (cure);
                  the centralised critic's values of every observation (marft)
-  4. teacher     role-conditioned teacher scores under every role condition, with the PAC block
-                 after a conflict (masopd, opd)
   5. advantage   algos.compute_advantages for algorithm.adv_estimator (its spec's steps; rows it
                  drops are marked batch["trainable"] = false)
   6. update      one verl engine update per policy on its own rows (and the critic head)
@@ -49,11 +49,11 @@ from verl_masopd.serving.generation_path import VLLM, check_teacher_backend, sel
 from verl_masopd.serving.hybrid_policy import build_vllm_policy
 from verl_masopd.serving.plans import plan_policy_serving, rollout_world_size
 from verl_masopd.serving.teacher_servers import VllmTeacher
-from verl_masopd.teacher.attribution import Attributor
+from verl_masopd.teacher.attribution import Attributions, Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
-from verl_masopd.teacher.scoring import TeacherScoring
+from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
@@ -182,7 +182,6 @@ class Trainer:
             self.run.teacher.max_context_length,
             self.run.pac.reveal_reference,
             layout=self.run.workflow.context_layout,
-            student_budget=self.run.data.max_prompt_length,
         )
         if self.run.teacher.backend == VLLM:
             self.teacher_servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype)
@@ -225,9 +224,15 @@ class Trainer:
         with _timed(timings, "rollout"):
             groups = asyncio.run(self._rollouts(problems))
         results = episodes_of(groups)
+        teacher_stats = None
+        if self.teacher is not None:
+            with _timed(timings, "teacher"):
+                teacher_stats, attributions = asyncio.run(self._teacher_scores(results))
         batch = to_dataproto(
             groups, None, self.run.data.max_prompt_length, self.run.data.max_response_length, self.pad_id
         )
+        if teacher_stats is not None:
+            metrics.update(step_metrics(batch, teacher_stats, attributions))
         rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
         metrics.update(self._rollout_metrics(results, batch))
         with _timed(timings, "log_prob"):
@@ -241,9 +246,6 @@ class Trainer:
             if self.critic is not None:
                 features = self._critic_features(batch)
                 batch.batch["critic_values"] = self.critic.values(features)
-        if self.teacher is not None:
-            with _timed(timings, "teacher"):
-                metrics.update(asyncio.run(self._teacher_scores(batch, results)))
         with _timed(timings, "advantage"):
             batch = compute_advantages(batch, self.estimator, groups, self.workflow)
             metrics.update(batch.meta_info["advantage_metrics"])
@@ -314,11 +316,11 @@ class Trainer:
             return await TreeSampler(self.manager, self.run.rollout.group_size).run(problems)
         return await self.manager.run(problems, group_size=self.run.rollout.group_size)
 
-    async def _teacher_scores(self, batch: DataProto, results) -> dict[str, float]:
+    async def _teacher_scores(self, results) -> tuple[ScoringStats, Attributions | None]:
         episodes = {r.episode_id: r.episode for r in results}
         attributions = await self.attributor.attribute(episodes) if self.attributor is not None else None
-        await self.teacher.score(batch, episodes, attributions)
-        return step_metrics([batch], attributions)
+        stats = await self.teacher.score(results, attributions, self.run.data.max_response_length)
+        return stats, attributions
 
     def _critic_features(self, batch: DataProto) -> torch.Tensor:
         width = batch.batch["prompts"].shape[1]

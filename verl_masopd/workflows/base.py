@@ -4,9 +4,15 @@ A workflow is one file with one `Workflow` subclass (tinker-cookbook's render / 
 judge split). The rollout manager drives it turn by turn; `teacher/` re-renders recorded turns
 under other role conditions; estimators read the `Judgement`. Nothing here imports torch.
 
-Episode timeline (docs/method.md, "The multi-agent systems"): at turn t every agent sees
-`render(episode, agent, t)`, built from `episode.turns[:t]` only; all agents act on the same
-state; `step` executes, records the turn and sets `episode.done` on agreement or at the horizon.
+Episode timeline (docs/design.md, "Episodes"): at turn t the workflow's `schedule(episode)`
+names the agents that act; each sees `render(episode, agent, t)`, built from `episode.turns[:t]`
+only, and they act in parallel on the same state; `step` executes, records the turn and sets
+`episode.done` (on agreement, at the horizon, or when the workflow's protocol ends). The default
+schedule is every agent at every turn, which is what the two-role systems of the papers play. A
+hierarchical workflow schedules one role after another and creates agents during an episode: its
+`step` calls `spawn` (a wave of k Searchers, k chosen by the Leader's output) and the next turn's
+schedule names them. `schedule` reads the episode and changes nothing (it may be called more than
+once per turn). An agent with a `tool` calls it inside its reply (workflows/tools.py).
 
 Information flow rule: `Turn.report` and `Turn.actions` are what agents may see. `Turn.verifier`
 holds verifier-only evidence (golden-test results, reference checks, answer checks) and must
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from verl_masopd.workflows.problem import Problem
+from verl_masopd.workflows.tools import Tool
 
 HOLD, REVISE = "hold", "revise"
 
@@ -65,6 +72,8 @@ class Turn:
 
 @dataclass
 class Episode:
+    """A played episode: `agents` are the seats in play so far (`Workflow.spawn` adds to them)."""
+
     problem: Problem
     agents: tuple[Agent, ...]
     turns: list[Turn] = field(default_factory=list)
@@ -121,7 +130,10 @@ class Attribution:
 
 
 class Workflow(ABC):
-    """One multi-agent (or single-agent) system. Subclasses set `name`, `domain` and `roles`."""
+    """One multi-agent (or single-agent) system. Subclasses set `name`, `domain` and `roles`.
+
+    `agents` holds every seat the workflow can use (their policies are built at start-up);
+    `starting_agents()` the seats an episode begins with (default: all of them)."""
 
     name: ClassVar[str]
     domain: ClassVar[str]
@@ -141,7 +153,29 @@ class Workflow(ABC):
             raise ValueError(
                 f"workflow {self.name!r} serves {self.domain} problems, got {problem.domain} ({problem.uid})"
             )
-        return Episode(problem=problem, agents=self.agents)
+        return Episode(problem=problem, agents=self.starting_agents())
+
+    def starting_agents(self) -> tuple[Agent, ...]:
+        return self.agents
+
+    def schedule(self, episode: Episode) -> tuple[Agent, ...]:
+        """The agents that act at turn len(episode.turns), each once, in parallel; reads the episode
+        only. Default: every agent in play."""
+        return episode.agents
+
+    def spawn(self, episode: Episode, role: str) -> Agent:
+        """Bring the next unused seat of `role` into play in `episode` and return it (from `step`)."""
+        playing = {a.name for a in episode.agents}
+        seat = next((a for a in self.agents if a.role == role and a.name not in playing), None)
+        if seat is None:
+            seats = sum(a.role == role for a in self.agents)
+            raise ValueError(f"workflow {self.name!r} has {seats} seat(s) of role {role!r}, all in play")
+        episode.agents = (*episode.agents, seat)
+        return seat
+
+    def tool(self, agent: Agent) -> Tool | None:
+        """The tool `agent` may call inside its reply (workflows/tools.py); None: no tool."""
+        return None
 
     @abstractmethod
     def render(self, episode: Episode, agent: Agent, turn: int, role: str | None = None) -> list[dict]:
