@@ -39,7 +39,7 @@ from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.tiny_world.weights import WEIGHTS  # noqa: E402
 from verl_masopd.tiny_world.world import PROMPT_STYLE  # noqa: E402
 from verl_masopd.workflows.base import Action, Turn  # noqa: E402
-from verl_masopd.workflows.math import MathWorkflow  # noqa: E402
+from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence  # noqa: E402
 from verl_masopd.workflows.problem import Problem  # noqa: E402
 from verl_masopd.workflows.prompted import PAPER  # noqa: E402
 
@@ -56,11 +56,20 @@ def recorded_episodes(workflow: MathWorkflow, count: int) -> dict:
                 a.name: Action(a, text if a.role == "reasoner" else f"```python\nprint({7 * k + 3})\n```")
                 for a in workflow.agents
             }
-            verifier = {"agents": {a.name: {"verdict": ok if a.role == "reasoner" else True} for a in workflow.agents}}
+            verifier = {"agents": {a.name: evidence(a.role, text, str(7 * k + 3)) for a in workflow.agents}}
             episode.turns.append(Turn(index, actions, f"The answers {'agree' if ok else 'disagree'}.", ok, verifier))
         episode.done = True
         episodes[f"e{k}"] = episode
     return episodes
+
+
+def evidence(role: str, reasoner_text: str, right: str) -> ReasonerEvidence | ToolUserEvidence:
+    """The verifier's record of one agent at a turn: the reasoner's `#### n` checked against
+    `right`; the tool user's program printed `right`."""
+    if role == "reasoner":
+        answer = reasoner_text.removeprefix("#### ")
+        return ReasonerEvidence(verdict=answer == right, answer=answer, correct=answer == right, reason=None)
+    return ToolUserEvidence(verdict=True, run=True, output=f"{right}\n", failure=None, answer=right, correct=True)
 
 
 def policy_batches(workflow: MathWorkflow, episodes: dict, response_len: int, vocab: int, seed: int) -> list[DataProto]:

@@ -7,8 +7,10 @@ answer equals the Solver's answer of this turn (math-verify); agreement ends the
 runs to the horizon.
 
 Rewards (D.4): the team signal is 1[Verifier's final answer ≡ y*] (the Verifier submits, as the
-Reasoner does in the math workflow); each role's local reward uses the Reasoner's terms,
-0.2·format + 0.8·answer. Attribution (masopd's PAC): each answer checked against y*.
+Reasoner does in the math workflow); both roles record the Reasoner's evidence (`role_evidence`),
+so each role's local reward has its terms, 0.2·format + 0.8·answer, reweighted per role
+("solver", "verifier") in `workflow.options.reward_weights`. Attribution (masopd's PAC): each
+answer checked against y*.
 
 Registered as `workflow.name=solver_verifier` (math), it trains with the existing estimators of
 multi-agent workflows, e.g.
@@ -26,10 +28,15 @@ accepts it: masopd, opd, grpo, magrpo, marft, at_grpo).
 
 from verl_masopd.verify import math_equal
 from verl_masopd.workflows import register_workflow
-from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn
-from verl_masopd.workflows.math import MathDomainWorkflow, math_submission, parse_answer, reasoner_evidence
+from verl_masopd.workflows.base import Action, Agent, Episode, Turn
+from verl_masopd.workflows.math import (
+    MathDomainWorkflow,
+    ReasonerEvidence,
+    math_submission,
+    parse_answer,
+    reasoner_evidence,
+)
 from verl_masopd.workflows.parsing import shown
-from verl_masopd.workflows.rewards import local_reward
 
 SOLVER, VERIFIER = "solver", "verifier"
 AGREE = "agree"
@@ -47,6 +54,7 @@ class SolverVerifierWorkflow(MathDomainWorkflow):
     name = "solver_verifier"
     roles = (SOLVER, VERIFIER)
     instructions = INSTRUCTIONS
+    role_evidence = {SOLVER: ReasonerEvidence, VERIFIER: ReasonerEvidence}
     compact_instructions = COMPACT_INSTRUCTIONS
 
     def parse(self, agent: Agent, text: str) -> Action:
@@ -65,36 +73,24 @@ class SolverVerifierWorkflow(MathDomainWorkflow):
             if "agree" in action.fields:
                 # `agree` adopts the Solvers' answer the Verifier was shown (none at turn 0)
                 seen = previous.verifier["agents"] if previous else {}
-                answers = [seen[s.name]["answer"] for s in self.agents_of(SOLVER) if s.name in seen]
+                answers = [seen[s.name].answer for s in self.agents_of(SOLVER) if s.name in seen]
                 adopted = next((a for a in answers if a is not None), None)
                 error = None if adopted is not None else "agree with no Solver answer to agree with"
                 action = Action(verifier, action.text, {"answer": adopted} if adopted else {}, error)
             agents[verifier.name] = reasoner_evidence(action, problem)
         agreed = all(
-            _equivalent(agents[v.name]["answer"], agents[s.name]["answer"])
+            _equivalent(agents[v.name].answer, agents[s.name].answer)
             for v in self.agents_of(VERIFIER)
             for s in self.agents_of(SOLVER)
         )
         # what both see next turn: every answer (clipped), then whether they agree
-        report = ", ".join(f"{name} {shown(ev['answer'] or 'none', 40)}" for name, ev in agents.items())
+        report = ", ".join(f"{name} {shown(ev.answer or 'none', 40)}" for name, ev in agents.items())
         report += ", agree" if agreed else ", disagree"
         return self.record(episode, actions, report, agreed, {"agents": agents})
 
     def submit(self, episode: Episode) -> tuple[str | None, float]:
         """The Verifiers' final answer (majority, as math.py) and 1[ŷ ≡ y*]."""
         return math_submission(episode.turns[-1], self.agents_of(VERIFIER))
-
-    def judge(self, episode: Episode) -> Judgement:
-        """Both roles earn the Reasoner's local terms (rewards.py knows the built-in roles only)."""
-        if not episode.turns:
-            raise ValueError(f"episode of problem {episode.problem.uid} has no turns to judge")
-        local = {
-            (turn.index, a.name): local_reward("reasoner", turn.verifier["agents"][a.name], self.weights)
-            for turn in episode.turns
-            for a in self.agents
-        }
-        submission, team = self.submit(episode)
-        return Judgement(correct=team == 1.0, team=team, submission=submission, local=local)
 
 
 def _equivalent(a: str | None, b: str | None) -> bool:

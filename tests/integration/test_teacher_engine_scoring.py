@@ -16,7 +16,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScoring
 from verl_masopd.workflows.base import Action, Turn
-from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,12 @@ async def test_shared_prefix_scoring_equals_full_recomputation_for_both_roles(ti
             Problem(uid=f"p{k}", domain="math", statement=f"What is {k} times 7?", answer=str(7 * k))
         )
         actions = {a.name: Action(a, f"#### {7 * k + (a.role == 'reasoner')}") for a in workflow.agents}
-        verifier = {"agents": {a.name: {"verdict": a.role != "reasoner"} for a in workflow.agents}}
+        wrong, right = str(7 * k + 1), str(7 * k)
+        reasoner = ReasonerEvidence(verdict=False, answer=wrong, correct=False, reason=None)
+        tool_user = ToolUserEvidence(
+            verdict=True, run=True, output=f"{right}\n", failure=None, answer=right, correct=True
+        )
+        verifier = {"agents": {a.name: reasoner if a.role == "reasoner" else tool_user for a in workflow.agents}}
         episode.turns.append(Turn(0, actions, "The answers disagree.", False, verifier))
         episode.turns.append(Turn(1, actions, "The answers disagree.", False, verifier))
         episode.done = True

@@ -11,7 +11,7 @@ from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.privileged import HEADER
 from verl_masopd.workflows.base import Action, Turn
-from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
 
 STATEMENT = "What is 6 times 7 plus the number of primes below 20?"
@@ -24,7 +24,9 @@ def episode_with_history(workflow: MathWorkflow, words: int):
         a.name: Action(a, " ".join(["step"] * words) + (" #### 49" if a.role == "reasoner" else " print(50)"))
         for a in workflow.agents
     }
-    verifier = {"agents": {a.name: {"verdict": a.role != "reasoner"} for a in workflow.agents}}
+    reasoner = ReasonerEvidence(verdict=False, answer="49", correct=False, reason=None)
+    tool_user = ToolUserEvidence(verdict=True, run=True, output="50\n", failure=None, answer="50", correct=True)
+    verifier = {"agents": {a.name: reasoner if a.role == "reasoner" else tool_user for a in workflow.agents}}
     episode.turns.append(Turn(0, actions, "The answers disagree: 49 against 50.", False, verifier))
     return episode
 

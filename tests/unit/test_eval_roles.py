@@ -14,7 +14,7 @@ from verl_masopd.rollout.evaluation import annotate, episode_record
 from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
 from verl_masopd.rollout.role_metrics import role_metrics
 from verl_masopd.workflows.base import Action, Judgement, Turn
-from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.single import SingleAgentMathWorkflow
 
@@ -41,7 +41,14 @@ def finished_episode(workflow, tokenizer):
                     "m1#0", 0, t, agent.name, agent.role, agent.index, agent.role, prompt, ids, [0.0] * len(ids), "stop"
                 )
             )
-        verifier = {"agents": {r.name: {"verdict": False}, u.name: {"verdict": True}}}
+        verifier = {
+            "agents": {
+                r.name: ReasonerEvidence(verdict=False, answer="41", correct=False, reason=None),
+                u.name: ToolUserEvidence(
+                    verdict=True, run=True, output="42\n", failure=None, answer="42", correct=True
+                ),
+            }
+        }
         actions = {r.name: Action(r, rt, {"answer": "41"}), u.name: Action(u, ut, {"code": "print(42)"})}
         episode.turns.append(Turn(t, actions, "The answers disagree.", False, verifier))
     episode.done = True

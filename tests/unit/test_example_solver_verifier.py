@@ -30,7 +30,7 @@ def play(workflow, episode, solver: str, verifier: str):
 def test_agree_adopts_the_shown_answer_and_ends_the_episode(workflow):
     episode = workflow.reset(PROBLEM)
     first = play(workflow, episode, "#### 8", "agree")  # turn 0: no Solver answer shown yet
-    assert not first.agreed and first.verifier["agents"]["verifier_0"]["answer"] is None
+    assert not first.agreed and first.verifier["agents"]["verifier_0"].answer is None
     shown = workflow.render(episode, workflow.agents[1], 1)[1]["content"]  # the Verifier sees the Solver's answer
     assert "## Latest output of solver_0\n#### 8" in shown
     second = play(workflow, episode, "#### 7", "I disagree.\n#### 7")
@@ -45,7 +45,7 @@ def test_agree_with_a_wrong_answer_is_agreement_on_a_wrong_submission(workflow):
     episode = workflow.reset(PROBLEM)
     play(workflow, episode, "#### 8", "#### 7")
     second = play(workflow, episode, "#### 8", "agree")
-    assert second.agreed and second.verifier["agents"]["verifier_0"]["answer"] == "8"
+    assert second.agreed and second.verifier["agents"]["verifier_0"].answer == "8"
     assert workflow.judge(episode).team == 0.0
     assert workflow.attribute(episode, 0).decisions == {"solver_0": "revise", "verifier_0": "hold"}
 

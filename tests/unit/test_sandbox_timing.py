@@ -14,9 +14,8 @@ from verl_masopd.sandbox import isolation, run_program
 from verl_masopd.sandbox.isolation import SLOT_COUNT
 from verl_masopd.sandbox.timing import STARVED_SHARE
 from verl_masopd.workflows.base import Action, Agent
-from verl_masopd.workflows.math import tool_user_evidence
+from verl_masopd.workflows.math import ToolUserEvidence, tool_user_evidence
 from verl_masopd.workflows.problem import Problem
-from verl_masopd.workflows.rewards import DEFAULT_WEIGHTS, local_reward
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or isolation().cgroups is None, reason="CPU time is measured per run by cgroups"
@@ -89,5 +88,5 @@ def test_runs_starved_by_an_overloaded_machine_are_infrastructure_failures():
     starved = spinners[0][0]
     problem = Problem(uid="forty", domain="math", statement="What is 8 times 5?", answer="40")
     evidence = tool_user_evidence(Action(Agent("tool_user_0", "tool_user", 0), "", {}, None), starved, problem, 100)
-    assert evidence["correct"] is None and evidence["verdict"] is None
-    assert not local_reward("tool_user", evidence, DEFAULT_WEIGHTS).mask
+    assert evidence.correct is None and evidence.verdict is None
+    assert not evidence.reward(ToolUserEvidence.WEIGHTS).mask

@@ -16,7 +16,7 @@ from verl_masopd.teacher.metrics import role_metrics, step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.workflows.base import Judgement
 from verl_masopd.workflows.base import Action, Turn
-from verl_masopd.workflows.math import MathWorkflow
+from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
 
 
@@ -52,7 +52,16 @@ def recorded_episode(workflow):
             r.name: Action(r, reasoner_text, {"answer": reasoner_text[-2:]}),
             u.name: Action(u, "```python\nprint(42)\n```", {"code": "print(42)"}),
         }
-        verifier = {"agents": {r.name: {"verdict": reasoner_ok}, u.name: {"verdict": True}}}
+        verifier = {
+            "agents": {
+                r.name: ReasonerEvidence(
+                    verdict=reasoner_ok, answer=reasoner_text[-2:], correct=reasoner_ok, reason=None
+                ),
+                u.name: ToolUserEvidence(
+                    verdict=True, run=True, output="42\n", failure=None, answer="42", correct=True
+                ),
+            }
+        }
         report = "The answers agree." if agreed else "reasoner_0's answer: 41\nThe answers disagree."
         return Turn(index, actions, report, agreed, verifier)
 

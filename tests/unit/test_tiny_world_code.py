@@ -118,7 +118,7 @@ def test_simulated_first_turns_are_what_the_workflow_step_reports(tiny_tokenizer
         assert turn.report == recorded.report
         assert not turn.agreed
         for name, evidence in turn.verifier["agents"].items():
-            assert evidence["verdict"] == recorded.verifier["agents"][name]["verdict"], (name, turn.report)
+            assert evidence.verdict == recorded.verifier["agents"][name].verdict, (name, turn.report)
         replayed += 1
 
 

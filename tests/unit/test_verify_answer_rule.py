@@ -65,7 +65,7 @@ def test_the_rule_reaches_the_reasoner_verdict_from_the_row():
     workflow = make_workflow("sa", "math", horizon=1)
     episode = workflow.reset(problem)
     workflow.step(episode, {"reasoner_0": workflow.parse(workflow.agents[0], "x is about\n#### 4.25")})
-    assert episode.turns[0].verifier["agents"]["reasoner_0"]["correct"] is True
+    assert episode.turns[0].verifier["agents"]["reasoner_0"].correct is True
     assert Problem.from_row(row({})).answer_rule == AnswerRule()
     with pytest.raises(ValueError, match="row 2592: extra_info.metadata: answer_rule"):
         Problem.from_row(row({"answer_rule": {"items": "sorted"}}))

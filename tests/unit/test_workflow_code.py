@@ -2,7 +2,6 @@
 attribution, n > 1, bad outputs, the golden-test firewall, and CURE's execution matrix."""
 
 import dataclasses
-import json
 
 import pytest
 
@@ -85,9 +84,7 @@ def test_only_tester_wrong_coder_holds_tester_revises():
     assert attribution.decisions == {"coder_0": HOLD, "tester_0": REVISE}
     tester_reward = workflow.judge(episode).local[0, "tester_0"]
     assert tester_reward.terms == {"valid": 1.0, "spec": 0.0} and tester_reward.value == pytest.approx(0.2)
-    assert (
-        episode.turns[0].verifier["agents"]["tester_0"]["reason"] == "the reference solution prints a different output"
-    )
+    assert episode.turns[0].verifier["agents"]["tester_0"].reason == "the reference solution prints a different output"
 
 
 def test_both_wrong_both_revise():
@@ -136,8 +133,8 @@ def test_syntax_error_and_crash_score_build_and_run():
 def test_test_input_the_reference_cannot_read_is_invalid():
     workflow, episode = one_turn(written_program(RIGHT), written_test("hello", "5"))
     evidence = episode.turns[0].verifier["agents"]["tester_0"]
-    assert evidence["valid"] is False and evidence["spec"] is False
-    assert evidence["reason"].startswith("the reference solution fails on this input")
+    assert evidence.valid is False and evidence.spec is False
+    assert evidence.reason.startswith("the reference solution fails on this input")
     assert workflow.judge(episode).local[0, "tester_0"].value == 0.0
     assert workflow.attribute(episode, 0).decisions == {"coder_0": HOLD, "tester_0": REVISE}
 
@@ -147,11 +144,11 @@ def test_test_input_on_which_the_reference_is_not_deterministic_is_invalid():
     clock = "import time\na, b = map(int, input().split())\nprint(a + b if a >= 0 else time.time_ns())\n"
     problem = dataclasses.replace(PROBLEM, reference_solution=clock)
     _, episode = one_turn(written_program(RIGHT), written_test("2 3", "5"), problem=problem)
-    assert episode.turns[0].verifier["agents"]["tester_0"]["valid"] is True
+    assert episode.turns[0].verifier["agents"]["tester_0"].valid is True
     workflow, episode = one_turn(written_program(RIGHT), written_test("-1 3", "2"), problem=problem)
     evidence = episode.turns[0].verifier["agents"]["tester_0"]
-    assert evidence["valid"] is False and evidence["spec"] is False
-    assert "not deterministic" in evidence["reason"]
+    assert evidence.valid is False and evidence.spec is False
+    assert "not deterministic" in evidence.reason
     assert workflow.judge(episode).local[0, "tester_0"].terms == {"valid": 0.0, "spec": 0.0}
 
 
@@ -171,8 +168,8 @@ def test_golden_tests_never_reach_a_prompt_or_report():
             for role in workflow.roles:
                 text = "".join(m["content"] for m in workflow.render(episode, agent, turn, role=role))
                 assert not [s for s in GOLDEN_STRINGS if s in text], (turn, agent.name, role)
-    assert episode.turns[0].verifier["agents"]["coder_0"]["passed"] == 0
-    assert json.loads(json.dumps([t.verifier for t in episode.turns]))[2]["agents"]["coder_0"]["passed"] == 2
+    assert episode.turns[0].verifier["agents"]["coder_0"].passed == 0
+    assert episode.turns[2].verifier["agents"]["coder_0"].passed == 2
 
 
 def test_prompt_is_rebuilt_from_state_and_role_condition_swaps_only_the_instruction():
@@ -293,8 +290,7 @@ def test_call_based_problem_runs_the_named_function():
     )
     evidence = episode.turns[0].verifier["agents"]["tester_0"]
     assert (
-        evidence["well_formed"] is False
-        and evidence["reason"] == "call-based test input must be a JSON array of arguments"
+        evidence.well_formed is False and evidence.reason == "call-based test input must be a JSON array of arguments"
     )
 
 
@@ -309,7 +305,7 @@ def test_a_failed_run_is_no_result_for_the_coder_the_tester_or_cure(code):
     workflow, episode = one_turn(written_program(code), written_test("2 3", "5"), timeout=1.0)
     turn = episode.turns[0]
     assert not turn.agreed and turn.verifier["pairs"][0]["signature"] is None
-    assert turn.verifier["agents"]["coder_0"]["passed"] == 0
+    assert turn.verifier["agents"]["coder_0"].passed == 0
     assert workflow.judge(episode).local[0, "coder_0"].terms == {"build": 1.0, "run": 0.0, "pass": 0.0}
     matrix = cure_execution_matrix([code], list(GOLDEN), [Case("2 3\n", "5\n")], timeout=1.0)
     assert matrix == [[0, 0, 0]]
@@ -317,5 +313,5 @@ def test_a_failed_run_is_no_result_for_the_coder_the_tester_or_cure(code):
     problem = dataclasses.replace(PROBLEM, reference_solution=code)
     workflow, episode = one_turn(written_program(RIGHT), written_test("2 3", "5"), problem=problem, timeout=1.0)
     tester = episode.turns[0].verifier["agents"]["tester_0"]
-    assert tester["valid"] is False and tester["spec"] is False
+    assert tester.valid is False and tester.spec is False
     assert workflow.judge(episode).local[0, "tester_0"].value == 0.0

@@ -97,7 +97,7 @@ def test_a_failed_run_gives_no_answer_whatever_it_printed(code, why):
     turn = episode.turns[0]
     assert not turn.agreed and turn.verifier["pairs"][0]["agree"] is False
     evidence = turn.verifier["agents"]["tool_user_0"]
-    assert evidence["answer"] is None and evidence["correct"] is False and evidence["failure"].startswith(why)
+    assert evidence.answer is None and evidence.correct is False and evidence.failure.startswith(why)
     assert f"tool_user_0's program failed: {why}" in turn.report and "A failed run gives no answer." in turn.report
     reward = workflow.judge(episode).local[0, "tool_user_0"]
     assert reward.terms == {"run": 0.0, "parse": 0.0, "answer": 0.0} and reward.value == 0.0

@@ -6,12 +6,12 @@ import pytest
 
 from verl_masopd.workflows import make_workflow, workflow_class
 from verl_masopd.workflows.base import Agent
-from verl_masopd.workflows.code import parse_test_case
+from verl_masopd.workflows.code import CoderEvidence, parse_test_case
+from verl_masopd.workflows.code import TesterEvidence as CaseEvidence  # a Test* name pytest would collect
 from verl_masopd.workflows.consensus import majority
-from verl_masopd.workflows.math import parse_answer
+from verl_masopd.workflows.math import ReasonerEvidence, ToolUserEvidence, parse_answer
 from verl_masopd.workflows.parsing import MAX_RESPONSE_CHARS, fenced_blocks, shown, unusable_reason
 from verl_masopd.workflows.prompted import parse_program
-from verl_masopd.workflows.rewards import DEFAULT_WEIGHTS, local_reward, resolve_weights
 
 CODER = Agent("coder_0", "coder", 0)
 TESTER = Agent("tester_0", "tester", 0)
@@ -116,22 +116,41 @@ def test_majority_largest_class_then_lowest_index():
 
 
 def test_reward_weights_default_override_and_unknown_keys():
-    assert resolve_weights(None) == DEFAULT_WEIGHTS
-    weights = resolve_weights({"coder": {"pass": 1.0}})
+    assert make_workflow("mas", "code").weights == {
+        "coder": {"build": 0.1, "run": 0.1, "pass": 0.8},
+        "tester": {"valid": 0.2, "spec": 0.8},
+    }
+    assert make_workflow("mas", "math").weights == {
+        "reasoner": {"format": 0.2, "answer": 0.8},
+        "tool_user": {"run": 0.1, "parse": 0.1, "answer": 0.8},
+    }
+    assert make_workflow("sa", "math").weights == {"reasoner": {"format": 0.2, "answer": 0.8}}
+    weights = make_workflow("mas", "code", reward_weights={"coder": {"pass": 1.0}}).weights
     assert weights["coder"] == {"build": 0.1, "run": 0.1, "pass": 1.0}
-    assert DEFAULT_WEIGHTS["coder"]["pass"] == 0.8
-    with pytest.raises(ValueError, match="unknown role 'critic'"):
-        resolve_weights({"critic": {"x": 1.0}})
-    with pytest.raises(ValueError, match=r"reward_weights.tester: unknown term 'speed'"):
-        resolve_weights({"tester": {"speed": 1.0}})
+    assert CoderEvidence.WEIGHTS["pass"] == 0.8
+    with pytest.raises(
+        ValueError, match=r"workflow.reward_weights: unknown role 'critic' \(known: \['coder', 'tester'\]\)"
+    ):
+        make_workflow("mas", "code", reward_weights={"critic": {"x": 1.0}})
+    with pytest.raises(ValueError, match=r"workflow.reward_weights: unknown role 'tester' \(known: \['coder'\]\)"):
+        make_workflow("sa", "code", reward_weights={"tester": {"spec": 1.0}})
+    with pytest.raises(
+        ValueError, match=r"workflow.reward_weights.tester.speed: unknown term \(known: \['spec', 'valid'\]\)"
+    ):
+        make_workflow("mas", "code", reward_weights={"tester": {"speed": 1.0}})
 
 
 def test_local_reward_weighted_sum_and_mask():
-    weights = resolve_weights(None)
-    reward = local_reward("tool_user", {"run": True, "answer": "7", "correct": False}, weights)
+    tool_user = ToolUserEvidence(verdict=False, run=True, output="7\n", failure=None, answer="7", correct=False)
+    reward = tool_user.reward(ToolUserEvidence.WEIGHTS)
     assert reward.mask and reward.terms == {"run": 1.0, "parse": 1.0, "answer": 0.0}
     assert reward.value == pytest.approx(0.2)
-    masked = local_reward("reasoner", {"answer": "7", "correct": None}, weights)
+    coder = CoderEvidence(verdict=False, build=True, run=False, passed=2, total=4, reason=None, visible_outputs=())
+    assert coder.reward({"build": 0.1, "run": 0.1, "pass": 0.8}).value == pytest.approx(0.5)
+    assert coder.reward({"build": 0.0, "run": 0.5, "pass": 1.0}).terms == {"build": 1.0, "run": 0.0, "pass": 0.5}
+    tester = CaseEvidence(verdict=False, well_formed=True, valid=True, spec=False, reason="wrong output")
+    assert tester.reward(CaseEvidence.WEIGHTS).value == pytest.approx(0.2)
+    masked = ReasonerEvidence(verdict=None, answer="7", correct=None, reason=None).reward(ReasonerEvidence.WEIGHTS)
     assert (masked.value, masked.mask, masked.terms) == (0.0, False, {})
 
 

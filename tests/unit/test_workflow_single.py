@@ -72,7 +72,7 @@ def test_code_consistency_compares_outputs_on_public_examples():
     workflow = make_workflow("sa", "code", horizon=4, timeout=10.0)
     episode = play(workflow, CODE_PROBLEM, [program(WRONG), program(RIGHT), program(RIGHT_VARIANT)])
     assert [t.agreed for t in episode.turns] == [False, False, True] and episode.done
-    assert episode.turns[2].verifier["agents"]["coder_0"]["visible_outputs"] == ["3", "0"]
+    assert episode.turns[2].verifier["agents"]["coder_0"].visible_outputs == ("3", "0")
     judgement = workflow.judge(episode)
     assert judgement.correct and judgement.submission == RIGHT_VARIANT.rstrip()
     assert judgement.local[0, "coder_0"].value == pytest.approx(0.2)

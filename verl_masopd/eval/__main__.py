@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -61,6 +62,7 @@ from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.rollout.summary import summarize, write_summary
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.workflows import make_workflow
+from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PROMPT_STYLES
 
@@ -137,6 +139,16 @@ def load_problems(path: str, limit: int | None) -> list[Problem]:
     if len(domains) > 1:
         raise ValueError(f"{path}: mixed domains {sorted(domains)}; evaluate one domain per file")
     return problems
+
+
+def record_line(record: dict) -> str:
+    """One line of records.jsonl: `record` as JSON, each agent's verifier evidence as the object of
+    its fields, any other value JSON has no type for as its str."""
+    return json.dumps(record, default=_json_value) + "\n"
+
+
+def _json_value(value: object) -> object:
+    return dataclasses.asdict(value) if isinstance(value, Evidence) else str(value)
 
 
 def policy_paths(
@@ -230,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     with open(out / "records.jsonl", "w") as f:
         for record in records:
-            f.write(json.dumps(record, default=str) + "\n")
+            f.write(record_line(record))
     summary = summarize(records, args.horizon)
     summary.update({f"rollout/{k}": v for k, v in manager.metrics.as_dict().items()})
     write_summary(summary, out)

@@ -30,7 +30,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.tiny_world.code_tasks import FAMILIES, LETTERS, CodeTask, Family, random_input, task
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START
 from verl_masopd.workflows.base import HOLD, REVISE, Episode
-from verl_masopd.workflows.code import CODER, TESTER, CodeWorkflow
+from verl_masopd.workflows.code import CODER, TESTER, CoderEvidence, CodeWorkflow, TesterEvidence
 from verl_masopd.workflows.problem import CODE, Problem, TestCase
 
 FIRST_TURN_SHARE = 0.5
@@ -157,22 +157,18 @@ class CodeDemonstrations:
         }
         passed = sum(program.run(case.input.strip()) == case.output.strip() for case in t.tests)
         agents = {
-            coder.name: {
-                "build": True,
-                "run": True,
-                "passed": passed,
-                "total": len(t.tests),
-                "verdict": coder_right,
-                "reason": None,
-                "visible_outputs": [printed],
-            },
-            tester.name: {
-                "well_formed": True,
-                "valid": True,
-                "spec": tester_right,
-                "verdict": tester_right,
-                "reason": None,
-            },
+            coder.name: CoderEvidence(
+                verdict=coder_right,
+                build=True,
+                run=True,
+                passed=passed,
+                total=len(t.tests),
+                reason=None,
+                visible_outputs=(printed,),
+            ),
+            tester.name: TesterEvidence(
+                verdict=tester_right, well_formed=True, valid=True, spec=tester_right, reason=None
+            ),
         }
         case = TestCase(f"{line}\n", f"{declared}\n")
         pair = {"match": False, "output": f"{printed}\n", "failure": None, "signature": printed}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START, MathTask, evaluate, task
 from verl_masopd.workflows.base import HOLD, REVISE, Episode
-from verl_masopd.workflows.math import REASONER, TOOL_USER, MathWorkflow, reasoner_evidence
+from verl_masopd.workflows.math import REASONER, TOOL_USER, MathWorkflow, ToolUserEvidence, reasoner_evidence
 from verl_masopd.workflows.problem import MATH, Problem
 
 FIRST_TURN_SHARE = 0.4
@@ -129,19 +129,19 @@ class MathDemonstrations:
         }
         agents = {
             reasoner.name: reasoner_evidence(actions[reasoner.name], episode.problem),
-            tool_user.name: {
-                "run": True,
-                "output": f"{printed}\n",
-                "failure": None,
-                "answer": str(printed),
-                "correct": tool_user_right,
-                "verdict": tool_user_right,
-            },
+            tool_user.name: ToolUserEvidence(
+                verdict=tool_user_right,
+                run=True,
+                output=f"{printed}\n",
+                failure=None,
+                answer=str(printed),
+                correct=tool_user_right,
+            ),
         }
         report = self.workflow.report(agents, actions, False)
         pairs = [{"reasoner": reasoner.name, "tool_user": tool_user.name, "agree": False}]
         self.workflow.record(episode, actions, report, False, {"agents": agents, "pairs": pairs})
         return {
-            reasoner.name: (agents[reasoner.name]["correct"], answer),
+            reasoner.name: (agents[reasoner.name].correct, answer),
             tool_user.name: (tool_user_right, expression),
         }

@@ -60,7 +60,8 @@ class Turn:
 
     `report`: the execution report every agent sees next turn ("" when there is none).
     `agreed`: the environment found the two roles' outputs in agreement.
-    `verifier`: verifier-only evidence, never shown to an agent.
+    `verifier`: verifier-only evidence, never shown to an agent (the project's workflows keep each
+    agent's `Evidence`, evidence.py, in `verifier["agents"][name]`).
     """
 
     index: int

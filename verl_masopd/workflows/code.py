@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import json
 import operator
+from dataclasses import dataclass
 
 from verl_masopd.sandbox import ExecResult
 from verl_masopd.verify import DEFAULT_FLOAT_TOL, outputs_agree
 from verl_masopd.workflows.base import Action, Agent, Episode, Turn
 from verl_masopd.workflows.consensus import majority
+from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.execution import (
     JobBatch,
     build_error,
@@ -64,6 +66,55 @@ COMPACT_TESTER_INSTRUCTION = (
 )
 
 CALL_BASED_NOTE = """This problem is call-based: a program defines the function `{fn_name}` (at top level or as a method of class `Solution`), which is called with the arguments of each test. A test input is a JSON array of the arguments; a test output is the JSON encoding of the returned value."""
+
+
+@dataclass(frozen=True)
+class CoderEvidence(Evidence):
+    """A Coder's program at one turn, checked on the golden tests.
+
+    Reward 0.1·build + 0.1·run + 0.8·pass. build: the program compiles; run: the smoke subset of
+    the golden tests runs without exception or timeout; pass: the golden pass fraction
+    `passed` / `total`. Mask: golden tests exist (`total` > 0). `reason`: why the program is
+    unusable or does not compile, or None. `visible_outputs`: its output signatures on the inputs
+    agents can see (the majority submission compares them).
+    """
+
+    WEIGHTS = {"build": 0.1, "run": 0.1, "pass": 0.8}
+
+    build: bool
+    run: bool
+    passed: int
+    total: int
+    reason: str | None
+    visible_outputs: tuple[str | None, ...]
+
+    def terms(self) -> dict[str, float] | None:
+        if self.total == 0:
+            return None
+        return {"build": float(self.build), "run": float(self.run), "pass": self.passed / self.total}
+
+
+@dataclass(frozen=True)
+class TesterEvidence(Evidence):
+    """A Tester's test case at one turn, checked with the reference solution.
+
+    Reward 0.2·valid + 0.8·spec. valid: the case is well-formed, and the reference solution runs
+    on its input with the same output twice (deterministic); spec: the reference reproduces the
+    declared output. Mask: a reference exists (`spec` is None without one, or when the sandbox
+    failed to run it). `reason`: why the case is ill-formed or fails a check, or None.
+    """
+
+    WEIGHTS = {"valid": 0.2, "spec": 0.8}
+
+    well_formed: bool
+    valid: bool | None
+    spec: bool | None
+    reason: str | None
+
+    def terms(self) -> dict[str, float] | None:
+        if self.spec is None:
+            return None
+        return {"valid": float(self.valid), "spec": float(self.spec)}
 
 
 def parse_test_case(agent: Agent, text: str) -> Action:
@@ -104,7 +155,7 @@ def coder_evidence(
     visible_outputs: list[str | None],
     smoke_tests: int,
     float_tol: float | None,
-) -> dict:
+) -> CoderEvidence:
     """The Coder's verifier record for one turn: build, smoke run, golden pass count, verdict.
 
     `golden` holds the program's runs on `problem.tests` (empty when it wrote no program);
@@ -115,37 +166,37 @@ def coder_evidence(
     total = len(problem.tests)
     code = action.fields.get("code")
     if code is None:
-        return {
-            "build": False,
-            "run": False,
-            "passed": 0,
-            "total": total,
-            "verdict": False,
-            "reason": action.error,
-            "visible_outputs": visible_outputs,
-        }
+        return CoderEvidence(
+            verdict=False,
+            build=False,
+            run=False,
+            passed=0,
+            total=total,
+            reason=action.error,
+            visible_outputs=tuple(visible_outputs),
+        )
     # golden runs the sandbox itself lost say nothing about the program: counted in neither total
     ran = [(r, t) for r, t in zip(golden, problem.tests, strict=True) if not r.infrastructure_failure]
     total = len(ran)
     passed = sum(run_passes(r, t.output, problem.fn_name, float_tol) for r, t in ran)
     smoke = golden[:smoke_tests]
     error = build_error(code)
-    return {
-        "build": error is None,
-        "run": bool(smoke) and all(failure(r) is None for r in smoke),
-        "passed": passed,
-        "total": total,
-        "verdict": passed == total if total else None,
-        "reason": error,
-        "visible_outputs": visible_outputs,
-    }
+    return CoderEvidence(
+        verdict=passed == total if total else None,
+        build=error is None,
+        run=bool(smoke) and all(failure(r) is None for r in smoke),
+        passed=passed,
+        total=total,
+        reason=error,
+        visible_outputs=tuple(visible_outputs),
+    )
 
 
 def code_submission(turn: Turn, coders: list[Agent]) -> tuple[str | None, float]:
     """The program the last turn submits (majority by identical visible outputs, module doc) and
     the team signal of D.4: the fraction of golden tests it passes."""
     candidates = [
-        (c.name, tuple(turn.verifier["agents"][c.name]["visible_outputs"]))
+        (c.name, turn.verifier["agents"][c.name].visible_outputs)
         for c in coders
         if "code" in turn.actions[c.name].fields
     ]
@@ -153,7 +204,7 @@ def code_submission(turn: Turn, coders: list[Agent]) -> tuple[str | None, float]
     if name is None:
         return None, 0.0
     evidence = turn.verifier["agents"][name]
-    team = evidence["passed"] / evidence["total"] if evidence["total"] else 0.0
+    team = evidence.passed / evidence.total if evidence.total else 0.0
     return turn.actions[name].fields["code"], team
 
 
@@ -193,6 +244,7 @@ class CodeWorkflow(CodeDomainWorkflow):
     name = "mas"
     roles = (CODER, TESTER)
     instructions = {CODER: CODER_INSTRUCTION, TESTER: TESTER_INSTRUCTION}
+    role_evidence = {CODER: CoderEvidence, TESTER: TesterEvidence}
     compact_instructions = {CODER: COMPACT_CODER_INSTRUCTION, TESTER: COMPACT_TESTER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
@@ -260,42 +312,42 @@ class CodeWorkflow(CodeDomainWorkflow):
 
     def _tester_evidence(
         self, problem: Problem, case: TestCase | None, reason: str | None, runs: list[ExecResult]
-    ) -> dict:
+    ) -> TesterEvidence:
         """valid: well-formed, and the reference solution runs cleanly on the input and prints the
         same output on two runs; spec: that output agrees with the declared one. A reference run
         the sandbox itself failed to carry out (`infrastructure_failure`, e.g. starved of CPU)
         leaves valid, spec and the verdict unknown, as without a reference solution."""
         lost = any(r.infrastructure_failure for r in runs)
         if not problem.reference_solution or (case is not None and lost):
-            return {
-                "well_formed": case is not None,
-                "valid": None,
-                "spec": None,
-                "verdict": None if case is not None else False,
-                "reason": "the sandbox failed to run the reference solution" if lost else reason,
-            }
+            return TesterEvidence(
+                verdict=None if case is not None else False,
+                well_formed=case is not None,
+                valid=None,
+                spec=None,
+                reason="the sandbox failed to run the reference solution" if lost else reason,
+            )
         if case is None:
-            return {"well_formed": False, "valid": False, "spec": False, "verdict": False, "reason": reason}
+            return TesterEvidence(verdict=False, well_formed=False, valid=False, spec=False, reason=reason)
         why = next((w for w in map(failure, runs) if w is not None), None)
         outputs = [program_output(r) for r in runs]
         if why is None and outputs[0] != outputs[1]:
             why = "it prints different outputs on two runs, the test is not deterministic"
         if why is not None:
-            return {
-                "well_formed": True,
-                "valid": False,
-                "spec": False,
-                "verdict": False,
-                "reason": f"the reference solution fails on this input: {why}",
-            }
+            return TesterEvidence(
+                verdict=False,
+                well_formed=True,
+                valid=False,
+                spec=False,
+                reason=f"the reference solution fails on this input: {why}",
+            )
         spec = outputs_agree(outputs[0], case.output, problem.fn_name, self.float_tol)
-        return {
-            "well_formed": True,
-            "valid": True,
-            "spec": spec,
-            "verdict": spec,
-            "reason": None if spec else "the reference solution prints a different output",
-        }
+        return TesterEvidence(
+            verdict=spec,
+            well_formed=True,
+            valid=True,
+            spec=spec,
+            reason=None if spec else "the reference solution prints a different output",
+        )
 
     def report(self, actions: dict[str, Action], cases: dict, pairs: dict, agreed: bool) -> str:
         """What every agent sees next turn: each test case, its declared output, each program's result.

@@ -16,11 +16,14 @@ the problem has no reference answer).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from verl_masopd.sandbox import ExecResult
 from verl_masopd.verify import extract_hash_answer, extract_program_answer, math_equal
 from verl_masopd.verify.answer_rule import answer_matches
 from verl_masopd.workflows.base import Action, Agent, Episode, Turn
 from verl_masopd.workflows.consensus import majority
+from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.execution import JobBatch, failure, program_output
 from verl_masopd.workflows.parsing import shown, unusable_reason
 from verl_masopd.workflows.problem import MATH, Problem
@@ -46,6 +49,53 @@ COMPACT_TOOL_USER_INSTRUCTION = (
 )
 
 
+@dataclass(frozen=True)
+class ReasonerEvidence(Evidence):
+    """A Reasoner's answer at one turn, checked against y*.
+
+    Reward 0.2·format + 0.8·answer. format: a '####' answer is present; answer: `answer` ≡ y*
+    (`correct`). Mask: y* exists (`correct` is None without it). `reason`: why no answer was
+    parsed, or None.
+    """
+
+    WEIGHTS = {"format": 0.2, "answer": 0.8}
+
+    answer: str | None
+    correct: bool | None
+    reason: str | None
+
+    def terms(self) -> dict[str, float] | None:
+        if self.correct is None:
+            return None
+        return {"format": float(self.answer is not None), "answer": float(self.correct)}
+
+
+@dataclass(frozen=True)
+class ToolUserEvidence(Evidence):
+    """A Tool-User's program at one turn: its run, the answer read from it, checked against y*.
+
+    Reward 0.1·run + 0.1·parse + 0.8·answer. run: the program finishes cleanly; parse: an answer
+    is recovered from the output of a clean run (none from a failed one: docs/method.md,
+    "Decisions on points the sources leave open"); answer: `answer` ≡ y* (`correct`). Mask: y*
+    exists (`correct` is None without it, or when the sandbox failed to carry out the run).
+    `output`: what the program printed, clipped (None without a program); `failure`: why the run
+    failed, or None.
+    """
+
+    WEIGHTS = {"run": 0.1, "parse": 0.1, "answer": 0.8}
+
+    run: bool
+    output: str | None
+    failure: str | None
+    answer: str | None
+    correct: bool | None
+
+    def terms(self) -> dict[str, float] | None:
+        if self.correct is None:
+            return None
+        return {"run": float(self.run), "parse": float(self.answer is not None), "answer": float(self.correct)}
+
+
 def parse_answer(agent: Agent, text: str) -> Action:
     """The answer after the last '####' as field "answer"."""
     reason = unusable_reason(text)
@@ -65,13 +115,13 @@ def answer_correct(answer: str | None, problem: Problem) -> bool | None:
     return answer is not None and answer_matches(answer, problem.answer, problem.answer_rule)
 
 
-def reasoner_evidence(action: Action, problem: Problem) -> dict:
+def reasoner_evidence(action: Action, problem: Problem) -> ReasonerEvidence:
     answer = action.fields.get("answer")
     correct = answer_correct(answer, problem)
-    return {"answer": answer, "correct": correct, "verdict": correct, "reason": action.error}
+    return ReasonerEvidence(verdict=correct, answer=answer, correct=correct, reason=action.error)
 
 
-def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem, shown_chars: int) -> dict:
+def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem, shown_chars: int) -> ToolUserEvidence:
     """Run, parse and answer checks of a Tool-User's program; `run` is None when it wrote none.
     An answer is read only from a run that finished cleanly: a crash, a timeout or a non-zero exit
     gives no answer, whatever it printed (docs/method.md, "Decisions on points the sources leave open").
@@ -80,37 +130,37 @@ def tool_user_evidence(action: Action, run: ExecResult | None, problem: Problem,
     `shown_chars`."""
     if run is None:
         correct = answer_correct(None, problem)
-        return {
-            "run": False,
-            "output": None,
-            "failure": f"no program to run: {action.error}",
-            "answer": None,
-            "correct": correct,
-            "verdict": correct,
-        }
+        return ToolUserEvidence(
+            verdict=correct,
+            run=False,
+            output=None,
+            failure=f"no program to run: {action.error}",
+            answer=None,
+            correct=correct,
+        )
     output = program_output(run)
     answer = None if output is None else extract_program_answer(output)
     # a run the sandbox itself lost says nothing about the program: no verdict, its terms masked
     correct = None if run.infrastructure_failure else answer_correct(answer, problem)
-    return {
-        "run": output is not None,
-        "output": shown(run.stdout, shown_chars),
-        "failure": failure(run),
-        "answer": answer,
-        "correct": correct,
-        "verdict": correct,
-    }
+    return ToolUserEvidence(
+        verdict=correct,
+        run=output is not None,
+        output=shown(run.stdout, shown_chars),
+        failure=failure(run),
+        answer=answer,
+        correct=correct,
+    )
 
 
 def math_submission(turn: Turn, reasoners: list[Agent]) -> tuple[str | None, float]:
     """The answer the last turn submits (majority of equivalent answers, module doc) and the team
     signal of D.4: 1[ŷ ≡ y*]."""
-    answers = [(r.name, turn.verifier["agents"][r.name]["answer"]) for r in reasoners]
+    answers = [(r.name, turn.verifier["agents"][r.name].answer) for r in reasoners]
     name = majority([(n, a) for n, a in answers if a is not None], math_equal)
     if name is None:
         return None, 0.0
     evidence = turn.verifier["agents"][name]
-    return evidence["answer"], float(bool(evidence["correct"]))
+    return evidence.answer, float(bool(evidence.correct))
 
 
 class MathDomainWorkflow(PromptedWorkflow):
@@ -127,6 +177,7 @@ class MathWorkflow(MathDomainWorkflow):
     name = "mas"
     roles = (REASONER, TOOL_USER)
     instructions = {REASONER: REASONER_INSTRUCTION, TOOL_USER: TOOL_USER_INSTRUCTION}
+    role_evidence = {REASONER: ReasonerEvidence, TOOL_USER: ToolUserEvidence}
     compact_instructions = {REASONER: COMPACT_REASONER_INSTRUCTION, TOOL_USER: COMPACT_TOOL_USER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
@@ -149,7 +200,7 @@ class MathWorkflow(MathDomainWorkflow):
             {
                 "reasoner": r.name,
                 "tool_user": u.name,
-                "agree": _equivalent(agents[r.name]["answer"], agents[u.name]["answer"]),
+                "agree": _equivalent(agents[r.name].answer, agents[u.name].answer),
             }
             for r in reasoners
             for u in tool_users
@@ -158,13 +209,15 @@ class MathWorkflow(MathDomainWorkflow):
         report = self.report(agents, actions, agreed)
         return self.record(episode, actions, report, agreed, {"agents": agents, "pairs": pairs})
 
-    def report(self, agents: dict, actions: dict[str, Action], agreed: bool) -> str:
+    def report(
+        self, agents: dict[str, ReasonerEvidence | ToolUserEvidence], actions: dict[str, Action], agreed: bool
+    ) -> str:
         """What every agent sees next turn: every answer, every program's output or error."""
         if self.prompt_style == COMPACT:
             return _compact_report(agents, self.agents_of(REASONER), self.agents_of(TOOL_USER), agreed)
         lines = []
         for r in self.agents_of(REASONER):
-            answer = agents[r.name]["answer"]
+            answer = agents[r.name].answer
             lines.append(
                 f"{r.name}'s answer: {shown(answer, 200)}"
                 if answer is not None
@@ -172,18 +225,18 @@ class MathWorkflow(MathDomainWorkflow):
             )
         for u in self.agents_of(TOOL_USER):
             ev = agents[u.name]
-            if ev["output"] is None:
+            if ev.output is None:
                 lines.append(f"{u.name} gave no program to run: {actions[u.name].error}.")
                 continue
-            if ev["failure"] is not None:
-                lines.append(f"{u.name}'s program failed: {ev['failure']}")
-            if ev["output"].strip():
-                lines.append(f"{u.name}'s program printed:\n```output\n{ev['output'].rstrip()}\n```")
+            if ev.failure is not None:
+                lines.append(f"{u.name}'s program failed: {ev.failure}")
+            if ev.output.strip():
+                lines.append(f"{u.name}'s program printed:\n```output\n{ev.output.rstrip()}\n```")
             else:
                 lines.append(f"{u.name}'s program printed nothing.")
-            if ev["answer"] is not None:
-                lines.append(f"Answer read from it: {shown(ev['answer'], 200)}")
-            elif ev["failure"] is not None:
+            if ev.answer is not None:
+                lines.append(f"Answer read from it: {shown(ev.answer, 200)}")
+            elif ev.failure is not None:
                 lines.append("A failed run gives no answer.")
             else:
                 lines.append("No answer could be read from its output.")
@@ -191,12 +244,17 @@ class MathWorkflow(MathDomainWorkflow):
         return "\n".join(lines)
 
 
-def _compact_report(agents: dict, reasoners: list[Agent], tool_users: list[Agent], agreed: bool) -> str:
+def _compact_report(
+    agents: dict[str, ReasonerEvidence | ToolUserEvidence],
+    reasoners: list[Agent],
+    tool_users: list[Agent],
+    agreed: bool,
+) -> str:
     """The report in one line: each Reasoner's answer, each program's answer or failure, agree or not."""
-    parts = [f"{r.name} {_terse(agents[r.name]['answer'])}" for r in reasoners]
+    parts = [f"{r.name} {_terse(agents[r.name].answer)}" for r in reasoners]
     for u in tool_users:
         ev = agents[u.name]
-        parts.append(f"{u.name} failed" if ev["failure"] is not None else f"{u.name} {_terse(ev['answer'])}")
+        parts.append(f"{u.name} failed" if ev.failure is not None else f"{u.name} {_terse(ev.answer)}")
     return ", ".join(parts) + (", agree" if agreed else ", disagree")
 
 

@@ -1,9 +1,10 @@
 """What the project's workflows share: chat rendering from structured state, turn bookkeeping,
 D.4 judging from recorded evidence, and rules attribution from recorded verdicts.
 
-A subclass sets `instructions` (one system message per role), parses outputs, and in `step`
-stores per-agent evidence in `Turn.verifier["agents"][name]`: the terms `rewards.py` reads and
-a `verdict` (the agent's output is correct: True / False / None when the check cannot run).
+A subclass sets `instructions` (one system message per role) and `role_evidence` (the `Evidence`
+type each role's agents produce, evidence.py), parses outputs, and in `step` stores each agent's
+evidence in `Turn.verifier["agents"][name]`: its reward terms and its `verdict`. The weights of
+those terms are overridden per role with `workflow.reward_weights` ({role: {term: weight}}).
 
 Prompt of agent a at turn t (Qwen3 chat messages, rebuilt every turn):
   system: the instruction of a's role (or of `role` when rendering for a teacher's role condition)
@@ -23,9 +24,9 @@ from abc import abstractmethod
 from typing import ClassVar
 
 from verl_masopd.workflows.base import HOLD, REVISE, Action, Agent, Attribution, Episode, Judgement, Turn, Workflow
+from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.parsing import PYTHON_TAGS, last_block, shown
 from verl_masopd.workflows.problem import Problem
-from verl_masopd.workflows.rewards import local_reward, resolve_weights
 
 PAPER, COMPACT = "paper", "compact"
 PROMPT_STYLES = (PAPER, COMPACT)
@@ -33,6 +34,7 @@ PROMPT_STYLES = (PAPER, COMPACT)
 
 class PromptedWorkflow(Workflow):
     instructions: ClassVar[dict[str, str]]
+    role_evidence: ClassVar[dict[str, type[Evidence]]]
     compact_instructions: ClassVar[dict[str, str]] = {}
     default_timeout: ClassVar[float]
 
@@ -57,8 +59,18 @@ class PromptedWorkflow(Workflow):
             raise ValueError(f"workflow.timeout must be > 0 seconds, got {timeout}")
         if shown_chars < 1:
             raise ValueError(f"workflow.shown_chars must be >= 1, got {shown_chars}")
-        self.weights = resolve_weights(reward_weights)
+        self.weights = self._term_weights(reward_weights or {})
         self.shown_chars = shown_chars
+
+    def _term_weights(self, overrides: dict) -> dict[str, dict[str, float]]:
+        """Each role's term weights: its evidence type's `WEIGHTS` with `overrides` ({role: {term:
+        weight}}) applied; a role this workflow does not have fails, named."""
+        for role in overrides:
+            if role not in self.role_evidence:
+                raise ValueError(
+                    f"workflow.reward_weights: unknown role {role!r} (known: {sorted(self.role_evidence)})"
+                )
+        return {role: kind.resolve_weights(role, overrides.get(role)) for role, kind in self.role_evidence.items()}
 
     def agents_of(self, role: str) -> list[Agent]:
         return [a for a in self.agents if a.role == role]
@@ -93,7 +105,7 @@ class PromptedWorkflow(Workflow):
         if not episode.turns:
             raise ValueError(f"episode of problem {episode.problem.uid} has no turns to judge")
         local = {
-            (turn.index, a.name): local_reward(a.role, turn.verifier["agents"][a.name], self.weights)
+            (turn.index, a.name): turn.verifier["agents"][a.name].reward(self.weights[a.role])
             for turn in episode.turns
             for a in self.agents
         }
@@ -108,7 +120,7 @@ class PromptedWorkflow(Workflow):
         record = episode.turns[turn]
         if record.agreed:
             return None
-        verdicts = {a.name: record.verifier["agents"][a.name]["verdict"] for a in self.agents}
+        verdicts = {a.name: record.verifier["agents"][a.name].verdict for a in self.agents}
         decisions = {name: HOLD if ok else REVISE for name, ok in verdicts.items() if ok is not None}
         return Attribution(turn=turn, verdicts=verdicts, decisions=decisions)
 

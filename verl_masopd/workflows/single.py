@@ -19,12 +19,20 @@ from abc import abstractmethod
 
 from verl_masopd.verify import math_equal
 from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Turn
-from verl_masopd.workflows.code import CODER, COMPACT_CODER_INSTRUCTION, CodeDomainWorkflow, coder_evidence
+from verl_masopd.workflows.code import (
+    CODER,
+    COMPACT_CODER_INSTRUCTION,
+    CodeDomainWorkflow,
+    CoderEvidence,
+    coder_evidence,
+)
+from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.execution import JobBatch, output_signature, runnable
 from verl_masopd.workflows.math import (
     COMPACT_REASONER_INSTRUCTION,
     REASONER,
     MathDomainWorkflow,
+    ReasonerEvidence,
     parse_answer,
     reasoner_evidence,
 )
@@ -65,23 +73,24 @@ class SingleAgentWorkflow(PromptedWorkflow):
         return None
 
     @abstractmethod
-    def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, dict]:
-        """Per-agent verifier records of one turn."""
+    def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, Evidence]:
+        """Per-agent verifier evidence of one turn."""
 
     @abstractmethod
-    def consistent(self, before: Action, before_evidence: dict, now: Action, now_evidence: dict) -> bool:
+    def consistent(self, before: Action, before_evidence: Evidence, now: Action, now_evidence: Evidence) -> bool:
         """Whether an agent's output `now` is self-consistent with its output `before`."""
 
 
 class SingleAgentCodeWorkflow(SingleAgentWorkflow, CodeDomainWorkflow):
     roles = (CODER,)
     instructions = {CODER: SA_CODER_INSTRUCTION}
+    role_evidence = {CODER: CoderEvidence}
     compact_instructions = {CODER: COMPACT_CODER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_program(agent, text)
 
-    def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, dict]:
+    def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, CoderEvidence]:
         batch = JobBatch()
         golden, public = {}, {}
         for a in self.agents:
@@ -103,10 +112,12 @@ class SingleAgentCodeWorkflow(SingleAgentWorkflow, CodeDomainWorkflow):
             for a in self.agents
         }
 
-    def consistent(self, before: Action, before_evidence: dict, now: Action, now_evidence: dict) -> bool:
+    def consistent(
+        self, before: Action, before_evidence: CoderEvidence, now: Action, now_evidence: CoderEvidence
+    ) -> bool:
         if "code" not in before.fields or "code" not in now.fields:
             return False
-        before_outputs, now_outputs = before_evidence["visible_outputs"], now_evidence["visible_outputs"]
+        before_outputs, now_outputs = before_evidence.visible_outputs, now_evidence.visible_outputs
         if before_outputs:
             return None not in before_outputs and before_outputs == now_outputs
         return _lines(before.fields["code"]) == _lines(now.fields["code"])
@@ -115,16 +126,19 @@ class SingleAgentCodeWorkflow(SingleAgentWorkflow, CodeDomainWorkflow):
 class SingleAgentMathWorkflow(SingleAgentWorkflow, MathDomainWorkflow):
     roles = (REASONER,)
     instructions = {REASONER: SA_REASONER_INSTRUCTION}
+    role_evidence = {REASONER: ReasonerEvidence}
     compact_instructions = {REASONER: COMPACT_REASONER_INSTRUCTION}
 
     def parse(self, agent: Agent, text: str) -> Action:
         return parse_answer(agent, text)
 
-    def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, dict]:
+    def evidence(self, problem: Problem, actions: dict[str, Action]) -> dict[str, ReasonerEvidence]:
         return {a.name: reasoner_evidence(actions[a.name], problem) for a in self.agents}
 
-    def consistent(self, before: Action, before_evidence: dict, now: Action, now_evidence: dict) -> bool:
-        a, b = before_evidence["answer"], now_evidence["answer"]
+    def consistent(
+        self, before: Action, before_evidence: ReasonerEvidence, now: Action, now_evidence: ReasonerEvidence
+    ) -> bool:
+        a, b = before_evidence.answer, now_evidence.answer
         return a is not None and b is not None and math_equal(a, b)
 
 
