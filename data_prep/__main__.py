@@ -1,8 +1,11 @@
-"""Command line: convert a dataset, check reference solutions, or write a built-in dataset.
+"""Command line: convert a dataset, check reference solutions, write a built-in dataset, build
+the QA training mix or a passage corpus.
 
 python -m data_prep DATASET --input PATH --output OUT.parquet [--split SPLIT] [--limit N]
 python -m data_prep check-solutions FILE.parquet [--limit N] [--timeout S] [--workers W] [--float-tol T]
 python -m data_prep builtin --domain code|math --output OUT.parquet [--n N]
+python -m data_prep qa_train_mix --nq FILE --hotpotqa FILE --exclude TEST.parquet [...] --output OUT.parquet
+python -m data_prep corpus --wiki18 FILE | --questions FILE [FILE ...] --output OUT.jsonl
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import sys
 
 from data_prep.builtin import builtin_rows
 from data_prep.convert import convert
+from data_prep.corpus import corpus_from_questions, normalise_wiki18
 from data_prep.errors import DataError
+from data_prep.qa_mix import train_mix
 from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
 from verl_masopd.cli_args import count, positive_seconds
@@ -50,6 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     builtin.add_argument("--domain", required=True, choices=("code", "math"))
     builtin.add_argument("--output", required=True, help="parquet file to write")
     builtin.add_argument("--n", type=count, default=64, help="number of problems (default 64)")
+    mix = commands.add_parser("qa_train_mix", help="NQ + HotpotQA training rows without the test questions")
+    mix.add_argument("--nq", required=True, help="NQ train release file (or FlashRAG folder)")
+    mix.add_argument("--hotpotqa", required=True, help="HotpotQA train release file (or FlashRAG folder)")
+    mix.add_argument("--exclude", required=True, nargs="+", help="test parquet files whose questions are removed")
+    mix.add_argument("--output", required=True, help="parquet file to write")
+    corpus = commands.add_parser("corpus", help="a passage corpus in wiki-18's layout (JSONL)")
+    given = corpus.add_mutually_exclusive_group(required=True)
+    given.add_argument("--wiki18", help="wiki-18 JSONL {id, contents} to normalise")
+    given.add_argument("--questions", nargs="+", help="HotpotQA / 2WikiMultihopQA / MuSiQue files: their paragraphs")
+    corpus.add_argument("--output", required=True, help="JSONL file to write")
     return parser
 
 
@@ -65,6 +80,17 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "builtin":
             write_rows(builtin_rows(args.domain, args.n), args.output)
             print(f"builtin {args.domain}: wrote {args.n} problems to {args.output}")
+        elif args.command == "qa_train_mix":
+            summary = train_mix(args.nq, args.hotpotqa, args.exclude, args.output)
+            print(summary.format())
+            print(f"wrote {summary.written} rows to {args.output}")
+        elif args.command == "corpus":
+            if args.wiki18:
+                summary = normalise_wiki18(args.wiki18, args.output)
+            else:
+                summary = corpus_from_questions(args.questions, args.output)
+            print(summary.format())
+            print(f"wrote {summary.written} passages to {args.output}")
         else:
             summary = convert(SOURCES[args.command], args.input, args.output, args.split, args.limit)
             print(summary.format())

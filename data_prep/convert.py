@@ -12,8 +12,6 @@ from data_prep.source import Source
 from data_prep.summary import Summary
 from data_prep.writer import write_rows
 
-DUPLICATE = "duplicate problem text"
-
 
 def convert(
     source: Source, input_path: str | Path, output_path: str | Path, split: str | None = None, limit: int | None = None
@@ -23,6 +21,15 @@ def convert(
     Rows keep the input order; `extra_info.index` is the row's position in the output. Nothing is
     written when no row is kept.
     """
+    rows, summary = collect(source, input_path, split, limit)
+    write_rows(rows, output_path)
+    return summary
+
+
+def collect(
+    source: Source, input_path: str | Path, split: str | None = None, limit: int | None = None
+) -> tuple[list[dict], Summary]:
+    """The rows `convert` would write, and its summary; DataError when no row is kept."""
     split = split or source.default_split
     summary = Summary(source.name)
     seen = SeenTexts()
@@ -39,13 +46,12 @@ def convert(
             except Dropped as drop:
                 summary.drop(drop.reason, record.where)
                 continue
-            if not seen.add(row["extra_info"]["problem"]):
-                summary.drop(DUPLICATE, record.where)
+            if not seen.add(source.duplicate_key(row)):
+                summary.drop(source.duplicate_reason, record.where)
                 continue
             row["extra_info"]["index"] = len(rows)
             rows.append(row)
     summary.kept = len(rows)
     if not rows:
         raise DataError(f"{input_path}: no {source.name} row kept, nothing written\n{summary.format()}")
-    write_rows(rows, output_path)
-    return summary
+    return rows, summary

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data_prep.errors import DataError
-from verl_masopd.workflows.problem import CODE, MATH, Problem, TestCase, encode_tests
+from verl_masopd.workflows.problem import CODE, DOMAINS, MATH, QA, Problem, TestCase, encode_answers, encode_tests
 
 EXTRA_INFO_TYPE = pa.struct(
     [
@@ -83,6 +83,22 @@ def math_row(
     )
 
 
+def qa_row(*, data_source: str, uid: str, split: str, question: str, answers: list[str], metadata: dict) -> dict:
+    """A question-answering row; `answers` are the golden answers, any of which is correct."""
+    return _row(
+        data_source=data_source,
+        ability=QA,
+        ground_truth=encode_answers(answers),
+        uid=uid,
+        split=split,
+        statement=question,
+        public_tests="",
+        reference_solution="",
+        fn_name="",
+        metadata=metadata,
+    )
+
+
 def _row(
     *, data_source, ability, ground_truth, uid, split, statement, public_tests, reference_solution, fn_name, metadata
 ):
@@ -141,8 +157,8 @@ def _check_row(row: dict, where: str) -> None:
     for name in ("data_source", "ability"):
         if not row[name]:
             raise DataError(f"{where}: field {name!r} is empty")
-    if row["ability"] not in (CODE, MATH):
-        raise DataError(f"{where}: field 'ability' must be 'code' or 'math', got {row['ability']!r}")
+    if row["ability"] not in DOMAINS:
+        raise DataError(f"{where}: field 'ability' must be 'code', 'math' or 'qa', got {row['ability']!r}")
     prompt = row["prompt"]
     if not prompt or not any(m["role"] == "user" and m["content"] for m in prompt):
         raise DataError(f"{where}: field 'prompt' has no user message with content")

@@ -12,18 +12,27 @@ from data_prep.records import Record
 from verl_masopd.workflows.problem import TestCase
 
 
+def problem_text(row: dict) -> str:
+    """The row's problem text: two rows with the same (normalised) text are duplicates."""
+    return row["extra_info"]["problem"]
+
+
 @dataclass(frozen=True)
 class Source:
     """A dataset: how to read its release files and turn one record into a row.
 
     `records(path, split)` raises DataError for unusable input; `to_row(record, split)` returns a
-    row of data_prep.schema or raises Dropped with the reason.
+    row of data_prep.schema or raises Dropped with the reason. Rows whose `duplicate_key` is the
+    same text as an earlier row's (data_prep.dedup.normalised_text) are dropped as
+    `duplicate_reason`.
     """
 
     name: str
     default_split: str
     records: Callable[[Path, str], Iterator[Record]]
     to_row: Callable[[Record, str], dict]
+    duplicate_key: Callable[[dict], str] = problem_text
+    duplicate_reason: str = "duplicate problem text"
 
 
 def required_text(record: Record, name: str) -> str:

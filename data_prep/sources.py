@@ -1,6 +1,6 @@
 """The datasets `python -m data_prep DATASET` converts, by name."""
 
-from data_prep import aime, apps, codecontests, livecodebench, olympiadbench, polaris
+from data_prep import aime, apps, codecontests, livecodebench, multihop_qa, olympiadbench, open_qa, polaris
 
 SOURCES = {
     source.name: source
@@ -12,5 +12,12 @@ SOURCES = {
         aime.AIME25,
         olympiadbench.SOURCE,
         polaris.SOURCE,
+        open_qa.NQ,
+        open_qa.TRIVIAQA,
+        open_qa.POPQA,
+        multihop_qa.HOTPOTQA,
+        multihop_qa.WIKI2,
+        multihop_qa.MUSIQUE,
+        open_qa.BAMBOOGLE,
     )
 }

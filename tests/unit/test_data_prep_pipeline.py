@@ -119,7 +119,7 @@ def test_read_problems_names_file_row_and_field(tmp_path):
         read_problems(_written(tmp_path, rows))
     rows = builtin_rows("math", 2)
     rows[0]["ability"] = "poetry"
-    with pytest.raises(DataError, match=r"row 0: field 'ability' must be 'code' or 'math', got 'poetry'"):
+    with pytest.raises(DataError, match=r"row 0: field 'ability' must be 'code', 'math' or 'qa', got 'poetry'"):
         read_problems(_written(tmp_path, rows))
 
 

@@ -1,6 +1,8 @@
-"""CLI: `python -m verl_masopd.verify math PRED GOLD` prints `true` or `false`.
+"""CLI: `python -m verl_masopd.verify math PRED GOLD` prints `true` or `false`; so does
+`python -m verl_masopd.verify em PRED GOLD [GOLD ...] [--mode em|subem|relaxed]`, true when
+PRED matches any GOLD (verl_masopd/verify/qa_match.py).
 
-PRED and GOLD may start with "-" (`math -2,0,2 -2,0,2`): after `math`, every word that is not
+Answers may start with "-" (`math -2,0,2 -2,0,2`): after the command, every word that is not
 one of its options is an answer.
 """
 
@@ -12,8 +14,10 @@ import sys
 from verl_masopd.cli_args import positive_seconds
 from verl_masopd.verify import math_equal
 from verl_masopd.verify.equivalence import ANSWER_CHECK_TIMEOUT_S
+from verl_masopd.verify.qa_match import MODES, answer_matches
 
-MATH_OPTIONS = ("-h", "--help", "--timeout")
+# each command's options that take a value; -h/--help take none
+VALUE_OPTIONS = {"math": ("--timeout",), "em": ("--mode",)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,31 +27,42 @@ def build_parser() -> argparse.ArgumentParser:
     equal.add_argument("pred")
     equal.add_argument("gold")
     equal.add_argument("--timeout", type=positive_seconds, default=ANSWER_CHECK_TIMEOUT_S)
+    em = commands.add_parser("em", help="does a short answer match any golden answer (QA exact match)?")
+    em.add_argument("pred")
+    em.add_argument("golds", nargs="+", metavar="gold")
+    em.add_argument(
+        "--mode", choices=MODES, default="em", help="em: exact match, subem: a gold in the answer, relaxed (default em)"
+    )
     return parser
 
 
 def answers_last(argv: list[str]) -> list[str]:
-    """`argv` with the answers of `math` moved behind "--", so answers starting with "-" are not
-    read as options."""
-    if not argv or argv[0] != "math":
+    """`argv` with the answers of `math` or `em` moved behind "--", so answers starting with "-"
+    are not read as options."""
+    if not argv or argv[0] not in VALUE_OPTIONS:
         return argv
+    command, takes_value = argv[0], VALUE_OPTIONS[argv[0]]
     options, answers = [], []
     words = iter(argv[1:])
     for word in words:
         if word == "--":
             answers.extend(words)
-        elif word in MATH_OPTIONS or word.startswith("--timeout="):
+        elif word in ("-h", "--help") or word.startswith(tuple(f"{option}=" for option in takes_value)):
             options.append(word)
-            if word == "--timeout":
-                options.append(next(words, ""))
+        elif word in takes_value:
+            options += [word, next(words, "")]
         else:
             answers.append(word)
-    return ["math", *options, "--", *answers]
+    return [command, *options, "--", *answers]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(answers_last(sys.argv[1:] if argv is None else list(argv)))
-    print("true" if math_equal(args.pred, args.gold, args.timeout) else "false")
+    if args.command == "em":
+        match = answer_matches(args.pred, args.golds, args.mode)
+    else:
+        match = math_equal(args.pred, args.gold, args.timeout)
+    print("true" if match else "false")
     return 0
 
 

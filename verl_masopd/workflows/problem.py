@@ -1,9 +1,10 @@
 """A problem as the workflows see it, read from one row of the project's parquet schema.
 
 Row schema (written by `data_prep`, documented in data_prep/README.md):
-  data_source: str, prompt: [{"role": "user", "content": statement}], ability: "code" | "math",
+  data_source: str, prompt: [{"role": "user", "content": statement}], ability: "code" | "math" | "qa",
   reward_model: {"style": "rule", "ground_truth": str}
-      math: the reference answer; code: JSON {"inputs": [str], "outputs": [str]} (golden tests)
+      math: the reference answer; code: JSON {"inputs": [str], "outputs": [str]} (golden tests);
+      qa: a JSON list of the golden answers, any of which is correct
   extra_info: {"index": int, "id": str, "split": str, "problem": str,
                "public_tests": JSON like ground_truth or "", "reference_solution": str or "",
                "fn_name": str or "" (call-based problems), "metadata": JSON object}
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 
 from verl_masopd.verify.answer_rule import AnswerRule
 
-CODE, MATH = "code", "math"
+CODE, MATH, QA = "code", "math", "qa"
+DOMAINS = (CODE, MATH, QA)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Problem:
     domain: str
     statement: str
     answer: str | None = None
+    answers: tuple[str, ...] = ()
     tests: tuple[TestCase, ...] = ()
     public_tests: tuple[TestCase, ...] = ()
     reference_solution: str | None = None
@@ -47,8 +50,8 @@ class Problem:
         extra = row.get("extra_info") or {}
         uid = str(extra.get("id") or extra.get("index", "?"))
         domain = row.get("ability")
-        if domain not in (CODE, MATH):
-            raise ValueError(f"row {uid}: field 'ability' must be 'code' or 'math', got {domain!r}")
+        if domain not in DOMAINS:
+            raise ValueError(f"row {uid}: field 'ability' must be 'code', 'math' or 'qa', got {domain!r}")
         statement = extra.get("problem") or _statement_from_prompt(row.get("prompt"))
         if not statement:
             raise ValueError(f"row {uid}: no problem text in 'extra_info.problem' or 'prompt'")
@@ -65,6 +68,8 @@ class Problem:
         )
         if domain == MATH:
             return cls(answer=str(truth), answer_rule=_answer_rule(extra.get("metadata"), uid), **common)
+        if domain == QA:
+            return cls(answers=parse_answers(truth, f"row {uid}: reward_model.ground_truth"), **common)
         tests = parse_tests(truth, f"row {uid}: reward_model.ground_truth")
         if not tests:
             raise ValueError(f"row {uid}: code problem without golden tests")
@@ -87,6 +92,23 @@ def parse_tests(text: str, where: str) -> tuple[TestCase, ...]:
     if len(inputs) != len(outputs):
         raise ValueError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs")
     return tuple(TestCase(str(i), str(o)) for i, o in zip(inputs, outputs, strict=True))
+
+
+def encode_answers(answers: list[str] | tuple[str, ...]) -> str:
+    return json.dumps(list(answers), ensure_ascii=False)
+
+
+def parse_answers(text: str, where: str) -> tuple[str, ...]:
+    """The golden answers of a qa row: a non-empty JSON list of non-blank strings."""
+    try:
+        answers = json.loads(text)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{where}: expected a JSON list of golden answers ({e})") from None
+    if not isinstance(answers, list) or not answers:
+        raise ValueError(f"{where}: expected a non-empty JSON list of golden answers")
+    if not all(isinstance(a, str) and a.strip() for a in answers):
+        raise ValueError(f"{where}: every golden answer must be a non-blank string")
+    return tuple(answers)
 
 
 def _answer_rule(metadata, uid: str) -> AnswerRule:
