@@ -14,8 +14,7 @@ from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.metrics import role_metrics, step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
-from verl_masopd.workflows.base import Judgement
-from verl_masopd.workflows.base import Action, Turn
+from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
 

@@ -127,7 +127,7 @@ class PromptedWorkflow(Workflow):
     def check_actions(self, episode: Episode, actions: dict[str, Action]) -> None:
         if episode.done:
             raise ValueError(f"episode of problem {episode.problem.uid} is already done")
-        expected = {a.name for a in self.agents}
+        expected = {a.name for a in self.schedule(episode)}
         if set(actions) != expected:
             raise ValueError(
                 f"step needs one action per agent: missing {sorted(expected - set(actions))}, "
