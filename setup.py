@@ -21,6 +21,10 @@ INSTALL_REQUIRES = [
     "sortedcontainers>=2.4",
     # The report's figures (python -m verl_masopd.report); its TensorBoard reader comes with verl.
     "matplotlib>=3.8",
+    # Retrieval for search agents (verl_masopd/retrieval): BM25 over sparse matrices, English stems;
+    # its server also uses uvicorn and fastapi below.
+    "bm25s>=0.3.16,<0.4",
+    "PyStemmer>=3.1,<4",
     # Modules verl 0.9.1 imports without declaring them in its base requirements.
     "pillow",
     "cachetools",

@@ -75,6 +75,75 @@ def ray_local():
     ray.shutdown()
 
 
+# A corpus in the wiki-18 layout: quoted and bare title lines, string and integer ids.
+RETRIEVAL_PASSAGES = [
+    {
+        "id": "0",
+        "contents": '"Ada Lovelace"\nAda Lovelace was an English mathematician who wrote the first algorithm '
+        "intended for Charles Babbage's Analytical Engine.",
+    },
+    {
+        "id": "1",
+        "contents": "Photosynthesis\nPhotosynthesis is the process by which green plants use sunlight, water "
+        "and carbon dioxide to make glucose and oxygen.",
+    },
+    {
+        "id": "2",
+        "contents": '"Mount Kilimanjaro"\nMount Kilimanjaro is a dormant volcano in Tanzania and the highest '
+        "mountain in Africa.",
+    },
+    {
+        "id": "3",
+        "contents": '"Great Barrier Reef"\nThe Great Barrier Reef off Queensland, Australia, is the largest '
+        "coral reef system in the world.",
+    },
+    {
+        "id": "4",
+        "contents": '"Charles Babbage"\nCharles Babbage was an English polymath who designed the Difference '
+        "Engine and the Analytical Engine, early mechanical computers.",
+    },
+    {
+        "id": 5,
+        "contents": '"Marie Curie"\nMarie Curie was a physicist and chemist who did pioneering research on '
+        "radioactivity and won two Nobel Prizes.",
+    },
+]
+# (query, id of the passage that answers it)
+RETRIEVAL_QUERIES = [
+    ("Who wrote the first algorithm for the Analytical Engine?", "0"),
+    ("how do plants make oxygen from sunlight", "1"),
+    ("highest mountain in Africa", "2"),
+    ("largest coral reef Queensland", "3"),
+    ("radioactivity Nobel prize", "5"),
+]
+
+
+@pytest.fixture(scope="session")
+def retrieval_queries() -> list[tuple[str, str]]:
+    """(query, id of the passage of `retrieval_corpus` that answers it)."""
+    return RETRIEVAL_QUERIES
+
+
+@pytest.fixture(scope="session")
+def retrieval_corpus(tmp_path_factory) -> Path:
+    """The six-passage corpus JSONL (RETRIEVAL_PASSAGES)."""
+    import json
+
+    path = tmp_path_factory.mktemp("retrieval") / "corpus.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in RETRIEVAL_PASSAGES), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def retrieval_index(retrieval_corpus) -> Path:
+    """The folder of the BM25 index of `retrieval_corpus`."""
+    from verl_masopd.retrieval import build_index
+
+    out = retrieval_corpus.parent / "index"
+    build_index(retrieval_corpus, out)
+    return out
+
+
 def _policy_batch(vocab_size: int, prompt_lengths: list[int], response_lengths: list[int], seed: int = 0):
     """A per-policy DataProto of random tokens: left-padded prompts, right-padded responses."""
     import torch

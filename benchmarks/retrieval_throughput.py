@@ -1,0 +1,170 @@
+"""Retrieval throughput of the BM25 index (verl_masopd/retrieval): build and load seconds, index
+size, and queries per second, in-process and through the project's HTTP server.
+
+Corpora: a wiki-18 corpus file (--sample, e.g. the 1,000-passage sample of FlashRAG's quick
+start) and synthetic corpora of --sizes passages (a title of two words, then 100 words drawn from
+a Zipf-distributed vocabulary of 50,000 made-up words). Queries: 6 consecutive words of randomly
+chosen passages (so each has matches), the same queries for every measurement of a corpus.
+Measured: one query per call, batches of 64 queries per call, and over HTTP one query per request
+from 1 and from 8 client threads (the server serves every rollout worker). Peak RSS is the
+process's maximum so far, read after each build. second_build_reuse_s is a second `build_index` of the
+same corpus (its digest checked, the index kept); load_mmap_s opens the index memory-mapped.
+
+Usage: python benchmarks/retrieval_throughput.py [--sample FILE] [--sizes 100000 1000000]
+       [--queries 500] [--workdir DIR] [--name NAME]
+Writes benchmarks/results/NAME.json (default retrieval_throughput) and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from results_file import save_result
+
+from verl_masopd.retrieval import BM25Index, RetrievalServer, SearchClient, build_index
+
+VOCABULARY = 50_000
+WORDS_PER_PASSAGE = 100
+QUERY_WORDS = 6
+BATCH = 64
+SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def made_up_words(count: int) -> list[str]:
+    """`count` distinct lower-case words of three syllables and more."""
+    words, n = [], 0
+    while len(words) < count:
+        digits, value = [], n
+        for _ in range(3):
+            value, digit = divmod(value, len(SYLLABLES))
+            digits.append(SYLLABLES[digit])
+        words.append("".join(digits) + (SYLLABLES[value % len(SYLLABLES)] if value else ""))
+        n += 1
+    return words
+
+
+def write_synthetic_corpus(path: Path, passages: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    words = np.array(made_up_words(VOCABULARY))
+    weights = 1.0 / np.arange(1, VOCABULARY + 1) ** 1.1
+    weights /= weights.sum()
+    chunk = 10_000
+    with path.open("w", encoding="utf-8") as handle:
+        for start in range(0, passages, chunk):
+            rows = min(chunk, passages - start)
+            drawn = words[rng.choice(VOCABULARY, size=(rows, 2 + WORDS_PER_PASSAGE), p=weights)]
+            for offset, row in enumerate(drawn):
+                contents = f'"{row[0].title()} {row[1].title()}"\n' + " ".join(row[2:])
+                handle.write(json.dumps({"id": str(start + offset), "contents": contents}) + "\n")
+
+
+def sample_queries(index: BM25Index, count: int, seed: int = 1) -> list[str]:
+    rng = np.random.default_rng(seed)
+    queries = []
+    for passage in rng.integers(0, len(index), size=count):
+        words = index.passage(int(passage)).text.split()
+        start = int(rng.integers(0, max(1, len(words) - QUERY_WORDS)))
+        queries.append(" ".join(words[start : start + QUERY_WORDS]))
+    return queries
+
+
+def rate(count: int, seconds: float) -> float:
+    return round(count / seconds, 1)
+
+
+def measure_queries(index: BM25Index, queries: list[str]) -> dict:
+    start = time.perf_counter()
+    for query in queries:
+        index.search([query], 3)
+    single = time.perf_counter() - start
+    start = time.perf_counter()
+    for first in range(0, len(queries), BATCH):
+        index.search(queries[first : first + BATCH], 3)
+    batched = time.perf_counter() - start
+    with RetrievalServer(index) as server:
+        client = SearchClient(server.url)
+        client.search(queries[:1], 3)
+        start = time.perf_counter()
+        for query in queries:
+            client.search([query], 3)
+        http_one = time.perf_counter() - start
+        start = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda query: client.search([query], 3), queries))
+        http_eight = time.perf_counter() - start
+    return {
+        "queries": len(queries),
+        "in_process_one_per_call_qps": rate(len(queries), single),
+        "in_process_ms_per_query": round(1000 * single / len(queries), 3),
+        f"in_process_batches_of_{BATCH}_qps": rate(len(queries), batched),
+        "http_one_client_qps": rate(len(queries), http_one),
+        "http_8_client_threads_qps": rate(len(queries), http_eight),
+    }
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def measure_corpus(corpus: Path, out: Path, queries: int) -> dict:
+    start = time.perf_counter()
+    assert build_index(corpus, out), "expected a fresh build"
+    build_s = time.perf_counter() - start
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    assert not build_index(corpus, out), "expected the second build to reuse the index"
+    rebuild_s = time.perf_counter() - start
+    start = time.perf_counter()
+    index = BM25Index(out)
+    load_s = time.perf_counter() - start
+    return {
+        "passages": len(index),
+        "corpus_mib": round(corpus.stat().st_size / 2**20, 1),
+        "build_s": round(build_s, 2),
+        "second_build_reuse_s": round(rebuild_s, 2),
+        "load_mmap_s": round(load_s, 3),
+        "index_mib": round(folder_bytes(out) / 2**20, 1),
+        "peak_rss_mib_after_build": round(peak_rss_mib, 1),
+        **measure_queries(index, sample_queries(index, queries)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sample", type=Path, help="a wiki-18 corpus JSONL to measure as it is")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[100_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--workdir", type=Path, help="where corpora and indexes go (default: a temp dir)")
+    parser.add_argument("--name", default="retrieval_throughput")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="retrieval-bench-", dir=args.workdir))
+    report: dict = {"settings": {"topk": 3, "query_words": QUERY_WORDS, "vocabulary": VOCABULARY}, "corpora": {}}
+    try:
+        if args.sample is not None:
+            report["corpora"]["sample"] = measure_corpus(args.sample, workdir / "sample-index", args.queries)
+        for size in args.sizes:
+            corpus = workdir / f"synthetic-{size}.jsonl"
+            start = time.perf_counter()
+            write_synthetic_corpus(corpus, size)
+            generated_s = round(time.perf_counter() - start, 1)
+            report["corpora"][f"synthetic_{size}"] = {
+                "generate_s": generated_s,
+                **measure_corpus(corpus, workdir / f"synthetic-{size}-index", args.queries),
+            }
+            corpus.unlink()
+            shutil.rmtree(workdir / f"synthetic-{size}-index")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    save_result(args.name, report)
+
+
+if __name__ == "__main__":
+    main()
