@@ -122,7 +122,7 @@ def test_verl_sections_convert_to_verls_dataclasses(cpu_cfg, tiny_model_path):
 
 
 def test_algorithm_converts_to_verls_algo_config_only_without_the_project_sections(cpu_cfg):
-    with pytest.raises(Exception, match="masopd|reward"):
+    with pytest.raises(Exception, match="masopd|reward|per_role"):
         omega_conf_to_dataclass(cpu_cfg.algorithm, AlgoConfig)
     algo = verl_algo_config(cpu_cfg)
     assert isinstance(algo, AlgoConfig)

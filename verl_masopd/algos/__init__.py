@@ -4,7 +4,7 @@ Estimators (verl's `get_adv_estimator_fn(name)`): masopd, opd, magrpo, marft, cu
 grpo is verl's own, used with a configurable grouping key. Policy loss (`get_policy_loss_fn`):
 marft. Each estimator's needs are declared in its spec (specs.py); the trainer calls
 `compute_advantages(data, settings, results, workflow)` with the settings `validate_estimator_config`
-returned.
+returned; `algorithm.per_role` gives roles estimators of their own (per_role.py).
 """
 
 from verl_masopd.algos import at_grpo, cure, magrpo, marft, masopd  # noqa: F401  (registration)
@@ -13,6 +13,7 @@ from verl_masopd.algos.specs import (
     ESTIMATORS,
     EstimatorSettings,
     EstimatorSpec,
+    RoleEstimator,
     actor_settings,
     estimator_spec,
     read_estimator,
@@ -24,6 +25,7 @@ __all__ = [
     "ESTIMATORS",
     "EstimatorSettings",
     "EstimatorSpec",
+    "RoleEstimator",
     "actor_settings",
     "compute_advantages",
     "estimator_spec",

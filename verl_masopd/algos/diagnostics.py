@@ -1,7 +1,8 @@
 """The advantage diagnostics a researcher checks first, logged every step.
 
 Over the response tokens (response_mask = 1) of the rows that enter the loss (trainable):
-    <estimator>/advantage_mean       mean_k A_k over every role
+    <estimator>/advantage_mean       mean_k A_k over every role ("per_role/advantage_mean" when the
+                                     roles have estimators of their own, algorithm.per_role)
     advantage/<r>/{mean,std,min,max} of A_k over role r's tokens (std: population, 0 for one token)
 With a critic (MARFT), over the batch's actions a, V_a the values the advantages were computed
 from and R_a their returns (returns[:, 0], the critic's regression target):
@@ -14,14 +15,21 @@ import torch
 from verl import DataProto
 
 
+def mean_advantage(advantages: torch.Tensor, response_mask: torch.Tensor, trainable: torch.Tensor) -> float:
+    """mean_k A_k over the response tokens of the trainable rows (0 when there are none)."""
+    mask = response_mask.bool() & trainable.unsqueeze(-1)
+    return float(advantages[mask].mean()) if mask.any() else 0.0
+
+
 def advantage_metrics(data: DataProto, estimator) -> dict[str, float]:
     """The metrics above for a batch holding "advantages", "returns" and "trainable"."""
-    advantages = data.batch["advantages"]
-    mask = data.batch["response_mask"].bool() & data.batch["trainable"].unsqueeze(-1)
-    metrics = {f"{estimator.name}/advantage_mean": float(advantages[mask].mean()) if mask.any() else 0.0}
+    advantages, response_mask, trainable = (data.batch[key] for key in ("advantages", "response_mask", "trainable"))
+    mask = response_mask.bool() & trainable.unsqueeze(-1)
+    name = "per_role" if estimator.per_role else estimator.name
+    metrics = {f"{name}/advantage_mean": mean_advantage(advantages, response_mask, trainable)}
     if "role" in data.non_tensor_batch:
         metrics |= role_advantage_stats(advantages, mask, data.non_tensor_batch["role"])
-    if estimator.spec.needs_critic:
+    if estimator.needs_critic:
         variance = explained_variance(data.batch["returns"][:, 0], data.batch["critic_values"])
         if variance is not None:
             metrics["critic/explained_variance"] = variance

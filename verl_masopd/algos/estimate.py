@@ -12,17 +12,23 @@ module knows no estimator by name. The steps, in order:
 Adds batch["advantages"] and batch["returns"], [B, R]; batch["trainable"], [B] bool, the rows
 that enter the loss (false: dropped by the estimator; the policy update leaves them out); and
 meta_info["advantage_metrics"] (the finishing step's and diagnostics.py's).
+
+With `algorithm.per_role` (per_role.py) the steps run once per role on that role's rows, with
+the role's estimator and its group key in the "uid" column, and the results are merged back;
+without it they run once on the whole batch.
 """
 
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from verl_masopd.algos.diagnostics import advantage_metrics
+from verl_masopd.algos.diagnostics import advantage_metrics, mean_advantage
+from verl_masopd.algos.per_role import group_key
 from verl_masopd.algos.rewards import combine_rewards, place_on_last_token
 from verl_masopd.algos.specs import EstimatorSettings, read_estimator
 from verl_masopd.algos.steps import Finished, batch_field
@@ -50,18 +56,8 @@ def _estimator_inputs(data: DataProto, estimator: EstimatorSettings) -> dict[str
     return inputs
 
 
-def compute_advantages(
-    data: DataProto,
-    estimator: EstimatorSettings | DictConfig,
-    groups: Sequence | None = None,
-    workflow=None,
-) -> DataProto:
-    """Add "advantages", "returns" and "trainable" for the estimator; returns `data`.
-
-    `estimator` is the run's settings, or a config whose `algorithm` section is read into them;
-    `groups` and `workflow` are the step's rollout groups and the workflow that played them."""
-    if not isinstance(estimator, EstimatorSettings):
-        estimator = read_estimator(estimator.algorithm)
+def _estimate(data: DataProto, estimator: EstimatorSettings, groups=None, workflow=None) -> Finished:
+    """Steps 0–4 of one estimator on `data`'s rows; `trainable` is every row unless the finishing step drops some."""
     spec = estimator.spec
     if spec.from_rollout is not None and groups is not None:
         data.meta_info.update(spec.from_rollout(groups, workflow))
@@ -74,8 +70,55 @@ def compute_advantages(
     trainable = finished.trainable
     if trainable is None:
         trainable = torch.ones(len(response_mask), dtype=torch.bool)
+    finished.trainable = trainable.to(response_mask.device)
+    return finished
+
+
+def _estimate_per_role(data: DataProto, estimator: EstimatorSettings) -> Finished:
+    """Each role's estimator (`estimator.role_estimator`) on the role's rows alone, their "uid" the
+    role's group key (per_role.py); advantages, returns (float32) and trainable merged back in row
+    order. Metrics: the role's finishing metrics and its mean advantage under per_role/<role>/."""
+    roles = data.non_tensor_batch["role"]
+    response_mask = data.batch["response_mask"]
+    advantages = torch.zeros(response_mask.shape, dtype=torch.float32, device=response_mask.device)
+    returns = torch.zeros_like(advantages)
+    trainable = torch.zeros(len(response_mask), dtype=torch.bool, device=response_mask.device)
+    metrics: dict[str, float] = {}
+    for role in sorted(set(roles)):
+        entry = estimator.role_estimator(role)
+        rows = np.flatnonzero(roles == role)
+        part = data.select_idxs(rows)
+        part.non_tensor_batch["uid"] = group_key(part.non_tensor_batch, entry.group_by, role)
+        finished = _estimate(part, entry.settings)
+        index = torch.from_numpy(rows).to(response_mask.device)
+        advantages[index] = finished.advantages
+        returns[index] = finished.returns
+        trainable[index] = finished.trainable
+        mean = mean_advantage(finished.advantages, part.batch["response_mask"], finished.trainable)
+        role_metrics = finished.metrics | {f"{entry.settings.name}/advantage_mean": mean}
+        metrics |= {f"per_role/{role}/{key}": value for key, value in role_metrics.items()}
+    return Finished(advantages, returns, trainable, metrics)
+
+
+def compute_advantages(
+    data: DataProto,
+    estimator: EstimatorSettings | DictConfig,
+    groups: Sequence | None = None,
+    workflow=None,
+) -> DataProto:
+    """Add "advantages", "returns" and "trainable" for the estimator; returns `data`.
+
+    `estimator` is the run's settings, or a config whose `algorithm` section is read into them;
+    `groups` and `workflow` are the step's rollout groups and the workflow that played them.
+    With `algorithm.per_role`, each role's rows get their own estimator (`_estimate_per_role`)."""
+    if not isinstance(estimator, EstimatorSettings):
+        estimator = read_estimator(estimator.algorithm)
+    if estimator.per_role:
+        finished = _estimate_per_role(data, estimator)
+    else:
+        finished = _estimate(data, estimator, groups, workflow)
     data.batch["advantages"] = finished.advantages
     data.batch["returns"] = finished.returns
-    data.batch["trainable"] = trainable.to(response_mask.device)
+    data.batch["trainable"] = finished.trainable
     data.meta_info["advantage_metrics"] = finished.metrics | advantage_metrics(data, estimator)
     return data

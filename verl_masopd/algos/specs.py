@@ -11,26 +11,37 @@ that the estimation (estimate.py) and the trainer hold no estimator names:
                   inputs; `finish(advantages, returns, inputs)`: post-processing (a `Finished`)
     options       its `algorithm.<section>` dataclass, and which option overrides the actor's
                   gradient clip or gives the teacher's number of contrasting roles κ
+    baseline      `group_baseline`: a mean over a group's rows, over its episodes, or none
 `read_estimator(algorithm)` validates every option section once into `EstimatorSettings`, the
-typed object handed down to the estimation and the trainer.
+typed object handed down to the estimation and the trainer; with `algorithm.per_role`
+(per_role.py) it also holds each listed role's estimator, and answers for all the estimators in
+play what the trainer must build (`needs_teacher`, `needs_reference`, `needs_critic`, κ).
 
 Config keys read here (the trainer's config extends verl's ppo_trainer config):
     algorithm.adv_estimator                         the estimator name (ESTIMATORS)
+    algorithm.per_role.<role>.{estimator, group_by} a role's own estimator and grouping (per_role.py)
     algorithm.<section>.*                           the estimator's options (unknown keys rejected)
     algorithm.reward.*                              reward weights (rewards.py)
     algorithm.use_kl_in_reward                      verl's reward KL: must be false for every estimator
     workflow.name, workflow.domain ("code" | "math"), workflow.policy_sharing; a spec's `workflows`
                                                     names kinds: "mas" (two or more roles), "sa" (one)
     rollout.tree_sampling                           true only with at_grpo
+    rollout.group_size, workflow.agents_per_role, workflow.horizon
+                                                    enough rows per group for a role's group baseline
     teacher.model_path                              required by masopd and opd
     actor_rollout_ref.actor.{policy_loss.loss_mode, loss_agg_mode, use_kl_loss, kl_loss_type}
                                                     must match `actor_settings(name)` where present
 Keys that are absent are not checked; present ones with a wrong value raise a ValueError that
-names the key.
+names the key. With `algorithm.per_role`, every check runs for each role's estimator (its key
+named: `algorithm.per_role.<role>.estimator`, or `algorithm.adv_estimator` for a role not listed),
+and further (`_validate_per_role`): the roles exist; the estimator can run on one role's rows
+(no critic, joint batch, tree sampling, reference policy, rollout groups or own gradient clip);
+roles training one shared policy have one actor loss; a listed role's reward estimator gets a
+reward; a listed role's group baseline has groups of two or more.
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -42,6 +53,7 @@ from verl_masopd.algos.magrpo import MagrpoOptions
 from verl_masopd.algos.marft import MarftOptions
 from verl_masopd.algos.masopd import MasopdOptions
 from verl_masopd.algos.options import read_options
+from verl_masopd.algos.per_role import PER_ROLE, role_entries
 from verl_masopd.algos.rewards import RewardWeights
 from verl_masopd.workflows import workflow_class, workflow_kind
 
@@ -56,7 +68,9 @@ class EstimatorSpec:
     `uses_local_reward`: the reward is team + local (False: team only; None: no batch reward).
     `max_agents_per_role`: the most agents of one role the estimator serves (None: any).
     `grad_clip_option`, `contrast_roles_option`: the option field that replaces the actor's
-    grad_clip, and the one that gives κ (None: the actor's grad_clip; κ = 0)."""
+    grad_clip, and the one that gives κ (None: the actor's grad_clip; κ = 0).
+    `group_baseline`: "rows" when the baseline is a mean over the rows of a group, "episodes" when
+    over the group's episodes (None: no group baseline)."""
 
     name: str
     workflows: frozenset[str] = frozenset({"mas"})
@@ -80,6 +94,7 @@ class EstimatorSpec:
     finish: Callable[[Any, Any, dict], Any] | None = None
     grad_clip_option: str | None = None
     contrast_roles_option: str | None = None
+    group_baseline: str | None = None
 
 
 # Independent policies (no single model playing every seat).
@@ -115,6 +130,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             options=("grpo", GrpoOptions),
             prepare=prepare_grpo,
             finish=finish_grpo,
+            group_baseline="rows",
         ),
         EstimatorSpec(
             "magrpo",
@@ -124,6 +140,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             loss_agg_mode="seq-mean-token-sum",
             options=("magrpo", MagrpoOptions),
             fields=("uid", "episode_id", "turn", "num_turns"),
+            group_baseline="episodes",
         ),
         EstimatorSpec(
             "marft",
@@ -147,7 +164,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             prepare=prepare_cure,
             finish=finish_cure,
         ),
-        EstimatorSpec("at_grpo", tree_sampling=True, fields=("uid", "agent", "turn")),
+        EstimatorSpec("at_grpo", tree_sampling=True, fields=("uid", "agent", "turn"), group_baseline="rows"),
     )
 }
 
@@ -158,45 +175,113 @@ OPTION_SECTIONS: dict[str, type] = {"reward": RewardWeights} | {
 }
 
 
+ESTIMATOR_KEY = "algorithm.adv_estimator"
+
+
+def _contrast_roles(settings: "EstimatorSettings") -> int:
+    option = settings.spec.contrast_roles_option
+    return 0 if option is None else getattr(settings.options, option)
+
+
 @dataclass(frozen=True)
 class EstimatorSettings:
-    """The estimator of a run with its validated options, read once from `algorithm`."""
+    """The estimator of a run with its validated options, read once from `algorithm`.
+
+    `per_role`: each role listed in `algorithm.per_role` with its own estimator ({}: one
+    estimator for every row); `roles`: the workflow's roles, when known, so that this estimator
+    counts as in play only when some role is not listed. The needs below are those of every
+    estimator in play (`estimators`)."""
 
     spec: EstimatorSpec
     options: Any
     reward: RewardWeights
     norm_adv_by_std_in_grpo: bool = True
+    per_role: Mapping[str, "RoleEstimator"] = field(default_factory=dict)
+    roles: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def estimators(self) -> tuple["EstimatorSettings", ...]:
+        """The estimators in play: this one alone without `per_role`; else each listed role's, and
+        this one unless every role of `roles` is listed."""
+        if not self.per_role:
+            return (self,)
+        listed = tuple(entry.settings for entry in self.per_role.values())
+        unlisted = not self.roles or any(role not in self.per_role for role in self.roles)
+        return listed + ((self,) if unlisted else ())
+
+    def role_estimator(self, role: str) -> "RoleEstimator":
+        """`role`'s entry of `per_role`, else this estimator grouped by problem."""
+        if role in self.per_role:
+            return self.per_role[role]
+        return RoleEstimator(replace(self, per_role={}, roles=()), "problem", ESTIMATOR_KEY)
+
+    @property
+    def needs_teacher(self) -> bool:
+        return any(settings.spec.needs_teacher for settings in self.estimators)
+
+    @property
+    def needs_reference(self) -> bool:
+        return any(settings.spec.needs_reference for settings in self.estimators)
+
+    @property
+    def needs_critic(self) -> bool:
+        return any(settings.spec.needs_critic for settings in self.estimators)
+
     def actor_grad_clip(self, actor_grad_clip: float) -> float:
-        """The actor's gradient clip, or the estimator's option that replaces it."""
-        option = self.spec.grad_clip_option
-        return actor_grad_clip if option is None else getattr(self.options, option)
+        """The actor's gradient clip, or the option that replaces it of the estimator in play that
+        has one (never one of several: such an estimator cannot run per role)."""
+        for settings in self.estimators:
+            if settings.spec.grad_clip_option is not None:
+                return getattr(settings.options, settings.spec.grad_clip_option)
+        return actor_grad_clip
 
     @property
     def num_contrast_roles(self) -> int:
-        """κ, the contrasting role conditions the teacher scores (0: none)."""
-        option = self.spec.contrast_roles_option
-        return 0 if option is None else getattr(self.options, option)
+        """κ, the contrasting role conditions the teacher scores: max over the estimators in play (0: none)."""
+        return max(_contrast_roles(settings) for settings in self.estimators)
 
 
-def read_estimator(algorithm: Mapping) -> EstimatorSettings:
-    """The settings of `algorithm.adv_estimator`; every option section is validated (unknown keys,
-    bad values raise a ConfigError naming the key), whichever estimator runs."""
-    name = algorithm.get("adv_estimator")
-    if name is None:
-        raise ValueError("algorithm.adv_estimator is missing")
-    spec = estimator_spec(name)
-    sections = {section: read_options(algorithm, section, cls) for section, cls in OPTION_SECTIONS.items()}
+@dataclass(frozen=True)
+class RoleEstimator:
+    """One role's estimator: its settings (no `per_role` of their own), the group key of the
+    role's rows (per_role.py) and the config key that chose it."""
+
+    settings: EstimatorSettings
+    group_by: str
+    key: str
+
+
+def _settings(spec: EstimatorSpec, sections: dict[str, Any], algorithm: Mapping) -> EstimatorSettings:
     return EstimatorSettings(
         spec=spec,
         options=sections[spec.options[0]] if spec.options is not None else None,
         reward=sections["reward"],
         norm_adv_by_std_in_grpo=bool(algorithm.get("norm_adv_by_std_in_grpo", True)),
     )
+
+
+def read_estimator(algorithm: Mapping, roles: tuple[str, ...] = ()) -> EstimatorSettings:
+    """The settings of `algorithm.adv_estimator`, with those of `algorithm.per_role`'s roles;
+    every option section is validated (unknown keys, bad values raise a ConfigError naming the
+    key), whichever estimators run. `roles`: the workflow's roles, when known."""
+    name = algorithm.get("adv_estimator")
+    if name is None:
+        raise ValueError(f"{ESTIMATOR_KEY} is missing")
+    spec = estimator_spec(name)
+    sections = {section: read_options(algorithm, section, cls) for section, cls in OPTION_SECTIONS.items()}
+    per_role = {
+        role: RoleEstimator(
+            _settings(estimator_spec(estimator, f"algorithm.{PER_ROLE}.{role}.estimator"), sections, algorithm),
+            group_by,
+            f"algorithm.{PER_ROLE}.{role}.estimator",
+        )
+        for role, (estimator, group_by) in role_entries(algorithm).items()
+    }
+    return replace(_settings(spec, sections, algorithm), per_role=per_role, roles=tuple(roles))
 
 
 def register_estimator(spec: EstimatorSpec) -> EstimatorSpec:
@@ -213,9 +298,10 @@ def register_estimator(spec: EstimatorSpec) -> EstimatorSpec:
     return spec
 
 
-def estimator_spec(name: str) -> EstimatorSpec:
+def estimator_spec(name: str, key: str = ESTIMATOR_KEY) -> EstimatorSpec:
+    """The spec of estimator `name`; an unknown one is named with the config key `key` that chose it."""
     if name not in ESTIMATORS:
-        raise ValueError(f"algorithm.adv_estimator={name!r} is not one of {sorted(ESTIMATORS)}")
+        raise ValueError(f"{key}={name!r} is not one of {sorted(ESTIMATORS)}")
     return ESTIMATORS[name]
 
 
@@ -236,66 +322,67 @@ def _select(config: DictConfig, key: str) -> Any:
     return OmegaConf.select(config, key, default=None)
 
 
-def _check_choice(config: DictConfig, key: str, allowed: frozenset[str], name: str) -> None:
+def _check_choice(config: DictConfig, key: str, allowed: frozenset[str], chosen: str) -> None:
     value = _select(config, key)
     if value is not None and value not in allowed:
-        raise ValueError(
-            f"{key}={value!r} cannot be used with algorithm.adv_estimator={name}; allowed: {sorted(allowed)}"
-        )
+        raise ValueError(f"{key}={value!r} cannot be used with {chosen}; allowed: {sorted(allowed)}")
 
 
-def _check_workflow_kind(config: DictConfig, allowed: frozenset[str], name: str) -> None:
+def _check_workflow_kind(config: DictConfig, allowed: frozenset[str], chosen: str) -> None:
     workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
     if workflow is None or domain is None:
         return
     kind = workflow_kind(workflow, domain)
     if kind not in allowed:
         raise ValueError(
-            f"workflow.name={workflow!r} (kind {kind!r}) cannot be used with algorithm.adv_estimator={name}; "
-            f"allowed kinds: {sorted(allowed)}"
+            f"workflow.name={workflow!r} (kind {kind!r}) cannot be used with {chosen}; allowed kinds: {sorted(allowed)}"
         )
 
 
 def validate_estimator_config(config: DictConfig) -> EstimatorSettings:
-    """Check the estimator against the rest of the config; returns its settings, raises ValueError naming the key."""
-    name = _select(config, "algorithm.adv_estimator")
+    """Check the estimator(s) against the rest of the config; returns the settings, raises
+    ValueError naming the key."""
+    name = _select(config, ESTIMATOR_KEY)
     if name is None:
-        raise ValueError("algorithm.adv_estimator is missing")
-    spec = estimator_spec(name)
+        raise ValueError(f"{ESTIMATOR_KEY} is missing")
+    if _select(config, f"algorithm.{PER_ROLE}"):
+        return _validate_per_role(config)
+    _check_estimator(config, estimator_spec(name), ESTIMATOR_KEY)
+    settings = read_estimator(config.algorithm)
+    _check_contrast_roles(config, settings)
+    return settings
 
-    _check_workflow_kind(config, spec.workflows, name)
-    _check_choice(config, "workflow.domain", spec.domains, name)
-    _check_choice(config, "workflow.policy_sharing", spec.policy_sharing, name)
+
+def _check_estimator(config: DictConfig, spec: EstimatorSpec, key: str) -> None:
+    """The checks of one estimator against the rest of the config; `key` chose it."""
+    name = spec.name
+    chosen = f"{key}={name}"
+    _check_workflow_kind(config, spec.workflows, chosen)
+    _check_choice(config, "workflow.domain", spec.domains, chosen)
+    _check_choice(config, "workflow.policy_sharing", spec.policy_sharing, chosen)
     agents_per_role = _select(config, "workflow.agents_per_role")
     if spec.max_agents_per_role is not None and agents_per_role is not None:
         if agents_per_role > spec.max_agents_per_role:
             raise ValueError(
-                f"workflow.agents_per_role={agents_per_role} cannot be used with algorithm.adv_estimator={name}, "
+                f"workflow.agents_per_role={agents_per_role} cannot be used with {chosen}, "
                 f"which serves at most {spec.max_agents_per_role} agent(s) per role"
             )
-    for key in spec.required_keys:
-        if _select(config, key) in (None, ""):
-            raise ValueError(f"{key} is required by algorithm.adv_estimator={name}")
+    for required in spec.required_keys:
+        if _select(config, required) in (None, ""):
+            raise ValueError(f"{required} is required by {chosen}")
 
     tree_sampling = bool(_select(config, "rollout.tree_sampling"))
     if tree_sampling != spec.tree_sampling:
-        raise ValueError(
-            f"rollout.tree_sampling must be {str(spec.tree_sampling).lower()} with algorithm.adv_estimator={name}"
-        )
+        raise ValueError(f"rollout.tree_sampling must be {str(spec.tree_sampling).lower()} with {chosen}")
     if _select(config, "algorithm.use_kl_in_reward"):
-        raise ValueError(f"algorithm.use_kl_in_reward must be false with algorithm.adv_estimator={name}")
+        raise ValueError(f"algorithm.use_kl_in_reward must be false with {chosen}")
 
-    for key, expected in actor_settings(name).items():
-        value = _select(config, f"actor_rollout_ref.actor.{key}")
+    for actor_key, expected in actor_settings(name).items():
+        value = _select(config, f"actor_rollout_ref.actor.{actor_key}")
         if value is not None and value != expected:
             raise ValueError(
-                f"actor_rollout_ref.actor.{key}={value!r} contradicts algorithm.adv_estimator={name}, "
-                f"which needs {expected!r}"
+                f"actor_rollout_ref.actor.{actor_key}={value!r} contradicts {chosen}, which needs {expected!r}"
             )
-
-    settings = read_estimator(config.algorithm)
-    _check_contrast_roles(config, settings)
-    return settings
 
 
 def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> None:
@@ -303,9 +390,101 @@ def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> No
     workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
     if workflow is None or domain is None:
         return
-    others, kappa = len(workflow_class(workflow, domain).roles) - 1, settings.num_contrast_roles
+    others, kappa = len(workflow_class(workflow, domain).roles) - 1, _contrast_roles(settings)
     if kappa > others:
         raise ValueError(
             f"algorithm.{settings.spec.options[0]}.{settings.spec.contrast_roles_option}={kappa} exceeds the "
             f"{others} other role type(s) of workflow.name={workflow}"
         )
+
+
+def _not_per_role(spec: EstimatorSpec) -> str | None:
+    """Why the estimator cannot run on one role's rows alone (None: it can)."""
+    reasons = (
+        (spec.needs_critic, "it trains a critic"),
+        (spec.joint_batch, "its advantages need every policy's rows together"),
+        (spec.tree_sampling, "it needs tree sampling"),
+        (spec.needs_reference, "it needs a reference policy"),
+        (spec.from_rollout is not None, "it reads the step's rollout groups"),
+        (spec.grad_clip_option is not None, "it replaces the gradient clip of every policy"),
+    )
+    return next((reason for applies, reason in reasons if applies), None)
+
+
+def _validate_per_role(config: DictConfig) -> EstimatorSettings:
+    """`algorithm.per_role` against the workflow and the rest of the config (module doc)."""
+    workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
+    if workflow is None or domain is None:
+        raise ValueError(f"algorithm.{PER_ROLE} needs workflow.name and workflow.domain to know the roles")
+    roles = workflow_class(workflow, domain).roles
+    settings = read_estimator(config.algorithm, roles)
+    for role in settings.per_role:
+        if role not in roles:
+            raise ValueError(
+                f"algorithm.{PER_ROLE}.{role}: workflow.name={workflow} ({domain}) has no role {role!r}; "
+                f"roles: {list(roles)}"
+            )
+    chosen = {role: settings.role_estimator(role) for role in roles}
+    for role, entry in chosen.items():
+        reason = _not_per_role(entry.settings.spec)
+        if reason is not None:
+            raise ValueError(f"{entry.key}={entry.settings.name} cannot run on role {role}'s rows alone: {reason}")
+    _check_shared_loss(config, chosen)
+    for role, entry in chosen.items():
+        _check_estimator(config, entry.settings.spec, entry.key)
+        if role in settings.per_role:
+            _check_reward(role, entry)
+            _check_groups(config, role, entry)
+    for estimator in settings.estimators:
+        _check_contrast_roles(config, estimator)
+    return settings
+
+
+def _check_shared_loss(config: DictConfig, chosen: dict[str, RoleEstimator]) -> None:
+    """Roles that train one policy (workflow.policy_sharing=shared: every role) need one actor
+    loss; the agents of one role share its estimator already."""
+    if _select(config, "workflow.policy_sharing") != "shared":
+        return
+    (first_role, first), *others = chosen.items()
+    for role, entry in others:
+        if actor_settings(entry.settings.name) != actor_settings(first.settings.name):
+            raise ValueError(
+                f"{first.key}={first.settings.name} (role {first_role}) and {entry.key}={entry.settings.name} "
+                f"(role {role}) train one policy (workflow.policy_sharing=shared) with different actor losses: "
+                f"{actor_settings(first.settings.name)} and {actor_settings(entry.settings.name)}"
+            )
+
+
+def _check_reward(role: str, entry: RoleEstimator) -> None:
+    """A reward estimator needs a reward to reach the role: r = w_team · r_team + w_local · b · r_local
+    (rewards.py). Every workflow gives every role the team reward r_team, and the built-in ones a
+    role-local r_local to every role (no workflow declares otherwise), so the role gets none only
+    when w_team = 0 and the estimator drops the local term or w_local = 0."""
+    spec, weights = entry.settings.spec, entry.settings.reward
+    if spec.uses_local_reward is None or weights.team_weight > 0:
+        return
+    if spec.uses_local_reward and weights.local_weight > 0:
+        return
+    zero = "algorithm.reward.team_weight=0" + (" and algorithm.reward.local_weight=0" if spec.uses_local_reward else "")
+    raise ValueError(f"{entry.key}={spec.name} trains on a reward, but role {role} gets none: {zero}")
+
+
+def _check_groups(config: DictConfig, role: str, entry: RoleEstimator) -> None:
+    """A group baseline needs two or more members per group: a problem's group holds its G
+    episodes; an episode's (a turn's) group is one episode, with at most n·T (n) rows of the role
+    (n agents per role, horizon T)."""
+    spec, group_by = entry.settings.spec, entry.group_by
+    if spec.group_baseline is None:
+        return
+    culprit = f"algorithm.{PER_ROLE}.{role}.group_by={group_by} with {entry.key}={spec.name}"
+    if group_by == "problem":
+        size, keys = _select(config, "rollout.group_size"), "rollout.group_size"
+    elif spec.group_baseline == "episodes":
+        raise ValueError(f"{culprit}: its baseline centres over a group's episodes, and each group holds one episode")
+    else:
+        agents = _select(config, "workflow.agents_per_role")
+        horizon = 1 if group_by == "turn" else _select(config, "workflow.horizon")
+        size = None if agents is None or horizon is None else agents * horizon
+        keys = "workflow.agents_per_role" + (" and workflow.horizon" if group_by == "episode" else "")
+    if size is not None and size < 2:
+        raise ValueError(f"{culprit}: its group baseline needs two or more per group, and {keys} give {size}")

@@ -2,17 +2,18 @@
 
 `validate_config(cfg)` runs once before anything starts and raises `ConfigError` naming the
 culprit key(s):
-  1. the estimator against the rest (`verl_masopd.algos.specs.validate_estimator_config`) and
-     every estimator option section under `algorithm` (unknown keys, bad values), read once into
-     the typed `EstimatorSettings` the trainer hands down;
+  1. the estimator against the rest (`verl_masopd.algos.specs.validate_estimator_config`), the
+     per-role estimators of `algorithm.per_role` likewise, and every estimator option section
+     under `algorithm` (unknown keys, bad values), read once into the typed `EstimatorSettings`
+     the trainer hands down;
   2. each project section (workflow, rollout, students, teacher, pac) merged into its schema
      below: an unknown key, a missing value or a wrong type is named with its full key;
   3. the rules that span sections (`_check_*`): the workflow builds, per-policy starting points
      name real policies and are not combined with one shared policy, model folders and data
      files exist, teacher and students share a tokenizer, logging backends exist.
 verl's own sections are validated by verl's dataclasses when the trainer converts them;
-`verl_algo_config` converts `algorithm` without the project's estimator sections, which verl's
-structured `AlgoConfig` would reject.
+`verl_algo_config` converts `algorithm` without the project's estimator sections and
+`per_role`, which verl's structured `AlgoConfig` would reject.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
 
+from verl_masopd.algos.per_role import PER_ROLE
 from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings, validate_estimator_config
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
@@ -302,16 +304,16 @@ def validate_config(cfg: DictConfig) -> RunConfig:
 
 
 def verl_algo_config(cfg: DictConfig) -> AlgoConfig:
-    """verl's `AlgoConfig` from `algorithm` minus the project's estimator sections."""
+    """verl's `AlgoConfig` from `algorithm` minus the project's estimator sections and `per_role`."""
     algorithm = OmegaConf.to_container(cfg.algorithm, resolve=True)
-    for section in OPTION_SECTIONS:
+    project = sorted([*OPTION_SECTIONS, PER_ROLE])
+    for section in project:
         algorithm.pop(section, None)
     try:
         return omega_conf_to_dataclass(OmegaConf.create(algorithm), AlgoConfig)
     except ConfigKeyError as e:
-        known = sorted(OPTION_SECTIONS)
         raise ConfigError(
-            f"algorithm.{e.full_key}: unknown key (not in verl's AlgoConfig nor one of {known})"
+            f"algorithm.{e.full_key}: unknown key (not in verl's AlgoConfig nor one of {project})"
         ) from None
 
 
