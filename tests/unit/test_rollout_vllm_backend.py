@@ -127,3 +127,20 @@ async def test_a_hung_server_is_an_error_naming_it():
         TimeoutError, match=r"coder: request coder-\w+ unanswered by vllm_coder_server_0_0 within 0.05s"
     ):
         await backend.generate([[3, 4]], SamplingParams(max_new_tokens=4))
+
+
+async def test_stop_strings_reach_the_servers_and_a_reply_ended_at_one_is_stopped(server):
+    class StopsAtACall(StandInServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            out = await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+            if "stop" in sampling_params:  # as vLLM does: the token completing the stop string ends the reply
+                out.token_ids, out.log_probs = out.token_ids[:2], out.log_probs[:2]
+            return out
+
+    stops = StopsAtACall()
+    backend = VerlServerBackend(stops, [EOS])
+    [gen] = await backend.generate([[5, 9]], SamplingParams(max_new_tokens=4, stop=("</search>",)))
+    assert (gen.token_ids, gen.finish_reason) == ([100, 101], "stop")
+    assert stops.seen_params[0]["stop"] == ["</search>"]
+    [plain] = await backend.generate([[5, 9]], SamplingParams(max_new_tokens=4))
+    assert plain.finish_reason == "length" and "stop" not in stops.seen_params[1]

@@ -95,7 +95,6 @@ class Trainer:
         check_actor_settings(cfg, self.generation)
         check_teacher_backend(self.run.teacher.backend, self.generation)
         self.estimator = self.run.estimator
-        self.spec = self.estimator.spec
         self.workflow = self.run.built_workflow
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
         self.pad_id = (
@@ -105,15 +104,15 @@ class Trainer:
         self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
 
-        teacher_engine = self.spec.needs_teacher and self.run.teacher.backend == "engine"
-        engines = len(self.run.policies) + int(teacher_engine) + int(self.spec.needs_reference)
+        teacher_engine = self.estimator.needs_teacher and self.run.teacher.backend == "engine"
+        engines = len(self.run.policies) + int(teacher_engine) + int(self.estimator.needs_reference)
         num_cpus = None
         if self.generation == VLLM and self.run.trainer.device == "cpu":
             # each policy is a worker group with a pool of its own, the other engines share one:
             # one Ray slot (not a core) per policy and per shared engine
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
-        server_gpus = rollout_world_size(cfg) if self.spec.needs_teacher and not teacher_engine else 0
+        server_gpus = rollout_world_size(cfg) if self.estimator.needs_teacher and not teacher_engine else 0
         self.placement = EnginePlacement(self.run.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(
@@ -121,11 +120,11 @@ class Trainer:
         )
         self.policies = self._build_policies(backend_factory)
         self.reference = self.teacher = self.attributor = self.critic = self.teacher_servers = None
-        if self.spec.needs_reference:
+        if self.estimator.needs_reference:
             self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
-        if self.spec.needs_teacher:
+        if self.estimator.needs_teacher:
             self.teacher, self.attributor = self._build_teacher()
-        if self.spec.needs_critic:
+        if self.estimator.needs_critic:
             self.critic = MarftCritic.from_pretrained(
                 self.run.students.path, self.estimator.options, self.run.trainer.seed
             )
