@@ -2,20 +2,18 @@
 each unpadded teacher sequence x_q + y, on the response positions, for contexts of any length; the
 shared-prefix path equals the packed pass."""
 
-import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
-from verl import DataProto
 
 from verl_masopd.chat import encode_messages
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
-from verl_masopd.rollout.batch import column
+from verl_masopd.rollout.records import EpisodeResult, Sample
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScoring
-from verl_masopd.workflows.base import Action, Turn
+from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
 
@@ -82,32 +80,46 @@ async def test_shared_prefix_scoring_equals_full_recomputation_for_both_roles(ti
     rows = [(eid, t, a) for eid in episodes for t in (0, 1) for a in workflow.agents]
     generator = torch.Generator().manual_seed(0)
     responses = torch.randint(3, len(tiny_tokenizer), (len(rows), 6), generator=generator)
-    response_mask = torch.tensor([[1] * 6 if i % 3 else [1] * 4 + [0] * 2 for i in range(len(rows))])
-    batch = DataProto.from_dict(
-        tensors={"responses": responses, "response_mask": response_mask},
-        non_tensors={
-            "response_ids": column([y[m.bool()].tolist() for y, m in zip(responses, response_mask, strict=True)]),
-            "episode_id": np.array([r[0] for r in rows], dtype=object),
-            "turn": np.array([r[1] for r in rows], dtype=object),
-            "agent": np.array([r[2].name for r in rows], dtype=object),
-            "role": np.array([r[2].role for r in rows], dtype=object),
-        },
-    )
+    lengths = [6 if i % 3 else 4 for i in range(len(rows))]
     teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
     builder = TeacherContextBuilder(workflow, tiny_tokenizer, 4096, layout="role_last")
     out = {}
     for share in (False, True):
+        results = [
+            EpisodeResult(
+                eid,
+                episode,
+                [
+                    Sample(
+                        eid,
+                        0,
+                        t,
+                        a.name,
+                        a.role,
+                        0,
+                        a.role,
+                        [1],
+                        responses[i, : lengths[i]].tolist(),
+                        [-1.0] * lengths[i],
+                        "stop",
+                    )
+                    for i, (e, t, a) in enumerate(rows)
+                    if e == eid
+                ],
+                Judgement(False, 0.0, None),
+                0,
+            )
+            for eid, episode in episodes.items()
+        ]
         scorer = EngineTeacherScorer(teacher, pad_id=tiny_tokenizer.pad_token_id, share_prefix=share)
-        scored = await TeacherScoring(builder, scorer, num_contrast_roles=1).score(
-            DataProto(batch=batch.batch.clone(), non_tensor_batch=dict(batch.non_tensor_batch)), episodes, attributions
-        )
-        out[share] = scored
-    full, shared = out[False], out[True]
-    assert shared.non_tensor_batch["privileged"].sum() == 2  # turn 1 carries p_t
-    for key in ("teacher_log_probs", "teacher_contrast_log_probs"):
-        torch.testing.assert_close(shared.batch[key], full.batch[key], atol=1e-4, rtol=0)
-    stats_full, stats_shared = full.meta_info["teacher"], shared.meta_info["teacher"]
-    assert stats_full["computed_tokens"] == stats_full["teacher_tokens"] == stats_shared["teacher_tokens"]
+        stats = await TeacherScoring(builder, scorer, num_contrast_roles=1).score(results, attributions)
+        out[share] = ([s.teacher for r in results for s in r.samples], stats)
+    (full, stats_full), (shared, stats_shared) = out[False], out[True]
+    assert sum(t.privileged for t in shared) == 2  # turn 1 carries p_t
+    for f, sh in zip(full, shared, strict=True):
+        torch.testing.assert_close(torch.tensor(sh.log_probs), torch.tensor(f.log_probs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(torch.tensor(sh.contrast), torch.tensor(f.contrast), atol=1e-4, rtol=0)
+    assert stats_full.computed_tokens == stats_full.teacher_tokens == stats_shared.teacher_tokens
     # each response's shared prefix (observation and p_t) ran once instead of twice
-    assert stats_shared["shared_prefix_tokens"] > 0
-    assert stats_shared["computed_tokens"] == stats_full["teacher_tokens"] - stats_shared["shared_prefix_tokens"]
+    assert stats_shared.shared_prefix_tokens > 0
+    assert stats_shared.computed_tokens == stats_full.teacher_tokens - stats_shared.shared_prefix_tokens
