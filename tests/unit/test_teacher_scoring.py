@@ -163,18 +163,20 @@ async def test_opd_scoring_has_no_contrast_pass_and_pac_off_has_no_block(tiny_to
 
 
 def hand_made_batch():
-    """Two reasoner rows (3 response tokens) and one tool-user row (3 tokens)."""
+    """Two reasoner rows (3 response tokens) and one tool-user row (3 tokens), scored by the
+    teacher, and a fourth row of a role it did not score (its teacher scores are 0)."""
     return DataProto.from_dict(
         tensors={
-            "response_mask": torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1]]),
-            "teacher_log_probs": torch.tensor([[-1.0, -2, 0], [-3, 0, 0], [-1, -1, -1]]),
-            "teacher_contrast_log_probs": torch.tensor([[[-2.0, -2, 0]], [[-1, 0, 0]], [[-1, -2, -3]]]),
-            "rollout_log_probs": torch.tensor([[-1.5, -1, 0], [-2, 0, 0], [-2, -2, -2]]),
+            "response_mask": torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 1]]),
+            "teacher_log_probs": torch.tensor([[-1.0, -2, 0], [-3, 0, 0], [-1, -1, -1], [0, 0, 0]]),
+            "teacher_contrast_log_probs": torch.tensor([[[-2.0, -2, 0]], [[-1, 0, 0]], [[-1, -2, -3]], [[0, 0, 0]]]),
+            "rollout_log_probs": torch.tensor([[-1.5, -1, 0], [-2, 0, 0], [-2, -2, -2], [-5, -5, -5]]),
         },
         non_tensors={
-            "role": np.array(["reasoner", "reasoner", "tool_user"], dtype=object),
-            "privileged": np.array([True, False, False], dtype=object),
-            "turn": np.array([0, 1, 0], dtype=object),
+            "role": np.array(["reasoner", "reasoner", "tool_user", "leader"], dtype=object),
+            "teacher_scored": np.array([True, True, True, False], dtype=object),
+            "privileged": np.array([True, False, False, False], dtype=object),
+            "turn": np.array([0, 1, 0, 2], dtype=object),
         },
     )
 
@@ -203,6 +205,8 @@ def test_role_metrics_by_hand():
     # turn 0: ℓS − ℓT = −0.5, 1 (reasoner) and −1, −1, −1 (tool user) → −2.5 / 5; turn 1: 1 / 1
     assert metrics["teacher/turn_0/reverse_kl"] == pytest.approx(-0.5)
     assert metrics["teacher/turn_1/reverse_kl"] == pytest.approx(1.0)
+    # the unscored row counts nowhere
+    assert not any("leader" in key or "turn_2" in key for key in metrics)
 
 
 async def test_step_metrics_count_tokens_and_attribution(tiny_tokenizer):
@@ -214,3 +218,15 @@ async def test_step_metrics_count_tokens_and_attribution(tiny_tokenizer):
     assert metrics["teacher/truncations"] == 1.0 and metrics["teacher/truncated_tokens"] == 9.0
     assert metrics["teacher/reasoner/reverse_kl"] == pytest.approx(0.5)
     assert metrics["teacher/attribution_fallbacks"] == 0.0 and metrics["teacher/attribution_unavailable"] == 0.0
+
+
+async def test_only_the_roles_given_are_scored(tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    server = StandInTeacherServer()
+    scoring = TeacherScoring(builder, ServerTeacherScorer(server), num_contrast_roles=0, roles=["tool_user"])
+    record = reasoner_record(episode, [[10], [13, 14]])
+    stats = await scoring.score([record])
+    assert server.requests == 0 and stats.responses == 0
+    assert [s.teacher for s in record.samples] == [None, None]

@@ -74,7 +74,7 @@ class EstimatorSpec:
 
     name: str
     workflows: frozenset[str] = frozenset({"mas"})
-    domains: frozenset[str] = frozenset({"code", "math"})
+    domains: frozenset[str] = frozenset({"code", "math", "qa"})
     policy_sharing: frozenset[str] = ALL_SHARING
     needs_teacher: bool = False
     needs_critic: bool = False

@@ -92,6 +92,7 @@ def to_dataproto(
             "policy": column([s.policy for _, s in rows]),
             "num_turns": column([len(r.episode.turns) for r, _ in rows]),
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
+            "teacher_scored": column([s.teacher is not None for _, s in rows]),
             "privileged": column([s.teacher is not None and s.teacher.privileged for _, s in rows]),
         },
         meta_info={

@@ -1,4 +1,5 @@
-"""Teacher metrics per step and per role (docs/method.md notation, token means over response_mask).
+"""Teacher metrics per step and per role (docs/method.md notation, token means over response_mask),
+over the rows the teacher scored (a role whose estimator reads no teacher has none).
 
 teacher/{r}/role_advantage    mean_k Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q)   (κ ≥ 1 only)
 teacher/{r}/reverse_kl        mean_k (ℓS_k − ℓT_k(r)), ℓS = rollout_log_probs
@@ -22,7 +23,7 @@ from verl_masopd.teacher.scoring import ScoringStats
 
 
 def role_metrics(data: DataProto) -> dict[str, float]:
-    """Per-role teacher metrics over the step's scored batch (a role may span several policies)."""
+    """Per-role teacher metrics over the step's scored rows (a role may span several policies)."""
     mask = data.batch["response_mask"].float()
     teacher = data.batch["teacher_log_probs"]
     reverse_kl = ((data.batch["rollout_log_probs"] - teacher) * mask).sum(-1)
@@ -33,6 +34,8 @@ def role_metrics(data: DataProto) -> dict[str, float]:
     privileged = np.asarray(data.non_tensor_batch["privileged"]).astype(bool)
     sums: dict[str, dict[str, float]] = {}
     for b, role in enumerate(roles):
+        if not data.non_tensor_batch["teacher_scored"][b]:
+            continue
         s = sums.setdefault(role, {"tokens": 0.0, "turns": 0.0, "privileged": 0.0, "reverse_kl": 0.0})
         s["tokens"] += float(mask[b].sum())
         s["turns"] += 1.0
@@ -57,6 +60,8 @@ def turn_reverse_kl(data: DataProto) -> dict[str, float]:
     mask = data.batch["response_mask"].float()
     per_row = ((data.batch["rollout_log_probs"] - data.batch["teacher_log_probs"]) * mask).sum(-1)
     for b, turn in enumerate(np.asarray(data.non_tensor_batch["turn"]).astype(int)):
+        if not data.non_tensor_batch["teacher_scored"][b]:
+            continue
         kl[turn] = kl.get(turn, 0.0) + float(per_row[b])
         tokens[turn] = tokens.get(turn, 0.0) + float(mask[b].sum())
     return {f"teacher/turn_{t}/reverse_kl": kl[t] / max(tokens[t], 1.0) for t in sorted(kl)}

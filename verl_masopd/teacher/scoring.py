@@ -13,7 +13,8 @@ Alignment: a scorer sees seq = x_q + y, whose length differs from the student's 
 a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i.
 
 Input: the step's records (`EpisodeResult`s, rollout/records.py): every sample that is not a
-failed turn, in record order, its response cut to the batch's response length. Each sample's
+failed turn, of the roles scored (`roles`: those whose estimator reads the teacher; all when
+None), in record order, its response cut to the batch's response length. Each sample's
 teacher contexts are built from its episode and from the cut its own context u received
 (`Sample.context_cut`). Output: `Sample.teacher` (`TeacherScores`: the own-role scores, the κ
 contrast passes, whether x_r held a PAC block), 0 on a response's observation tokens (tool
@@ -104,8 +105,10 @@ class TeacherScoring:
         scorer: TeacherScorer,
         num_contrast_roles: int,
         pac_enable: bool = True,
+        roles: Sequence[str] | None = None,
     ):
         contrast_roles(builder.workflow.roles[0], builder.workflow.roles, num_contrast_roles)
+        self.roles = set(builder.workflow.roles if roles is None else roles)
         self.builder = builder
         self.scorer = scorer
         self.kappa = num_contrast_roles
@@ -117,7 +120,8 @@ class TeacherScoring:
         attributions: Attributions | None = None,
         max_response_len: int | None = None,
     ) -> ScoringStats:
-        """Writes `Sample.teacher` into every sample of `results` that is not failed; returns the stats.
+        """Writes `Sample.teacher` into every sample of `results` of a scored role that is not failed;
+        returns the stats.
 
         `attributions` gives a^{t−1} (None or pac_enable=False: no privileged blocks);
         `max_response_len` is the batch's response length (the responses the loss will see).
@@ -127,7 +131,7 @@ class TeacherScoring:
         roles = self.builder.workflow.roles
         for result in results:
             for sample in result.samples:
-                if sample.finish_reason == FAILED or not sample.response_ids:
+                if sample.finish_reason == FAILED or not sample.response_ids or sample.role not in self.roles:
                     continue
                 rows.append(sample)
                 n = len(kept(sample, max_response_len))

@@ -231,10 +231,11 @@ class RunConfig:
 
 
 def build_workflow(w: WorkflowSection) -> Workflow:
-    """The workflow the section describes, with the execution timeout of its domain."""
-    timeout = getattr(w.exec_timeout_s, w.domain)
+    """The workflow the section describes, with the execution timeout of its domain (qa runs no programs)."""
+    timeout = getattr(w.exec_timeout_s, w.domain, None)
+    options = {"timeout": timeout} if timeout is not None else {}
     return make_workflow(
-        w.name, w.domain, w.agents_per_role, w.horizon, timeout=timeout, prompt_style=w.prompt_style, **w.options
+        w.name, w.domain, w.agents_per_role, w.horizon, prompt_style=w.prompt_style, **options, **w.options
     )
 
 

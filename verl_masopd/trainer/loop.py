@@ -188,7 +188,8 @@ class Trainer:
         else:
             teacher = self._engine(self.run.teacher.model_path, "teacher")
             scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
-        scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable)
+        scored = [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.spec.needs_teacher]
+        scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable, scored)
         if not self.run.pac.enable:
             return scoring, None
         judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None

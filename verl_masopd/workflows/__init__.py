@@ -2,7 +2,8 @@
 
 `make_workflow(name, domain, ...)` builds one: "mas" is the two-role system (code: Coder–Tester in
 `code.py`, math: Reasoner–Tool-User in `math.py`), "sa" the single-agent baseline of `single.py`
-(horizon 1: SA+ST, horizon T: SA+MT). Workflow modules are imported on demand, so importing the
+(horizon 1: SA+ST, horizon T: SA+MT), "search" the Leader–Searchers–Answerer team of `search.py`
+(qa). Workflow modules are imported on demand, so importing the
 interface (`workflows.base`, `workflows.problem`) does not load the sandbox or math-verify.
 `register_workflow(name, domain, cls)` adds a workflow written outside the package (see
 examples/solver_verifier.py); the trainer then selects it with `workflow.name=<name>`. Its kind
@@ -21,6 +22,7 @@ WORKFLOWS: dict[tuple[str, str], str | type[Workflow]] = {
     ("mas", "math"): "verl_masopd.workflows.math:MathWorkflow",
     ("sa", "code"): "verl_masopd.workflows.single:SingleAgentCodeWorkflow",
     ("sa", "math"): "verl_masopd.workflows.single:SingleAgentMathWorkflow",
+    ("search", "qa"): "verl_masopd.workflows.search:SearchWorkflow",
 }
 
 

@@ -1,0 +1,136 @@
+"""The search team trained through the real trainer on the tiny models: retrieval from a real BM25
+index inside the Searchers' replies, role-selective supervision with `algorithm.per_role`
+(Searcher → opd, Leader → grpo by question, Answerer → grpo over its episode's candidates), one
+shared policy. The teacher scores the Searchers' rows only; every role's rows train."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from data_prep.schema import qa_row
+from data_prep.writer import write_rows
+from verl_masopd.config import compose_config
+from verl_masopd.retrieval import build_index
+from verl_masopd.rollout.backend import Generation, SamplingParams
+from verl_masopd.rollout.hf_backend import HFBackend
+from verl_masopd.rollout.records import STOP
+from verl_masopd.trainer.loop import Trainer
+from verl_masopd.workflows.search import PAPER_INSTRUCTIONS
+
+pytestmark = pytest.mark.integration
+
+PASSAGES = [
+    ("0", '"Arland"\nArland is a country. Its capital is Bex.'),
+    ("1", '"Bex"\nBex is a city on the river Tol.'),
+    ("2", '"Corvin"\nCorvin is a country. Its capital is Dun.'),
+    ("3", '"Dun"\nDun is a city on the river Mir.'),
+]
+QUESTIONS = [("What is the capital of Arland?", "Bex"), ("What is the capital of Corvin?", "Dun")]
+
+
+@pytest.fixture(scope="module")
+def search_data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("search-data")
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "contents": c}) + "\n" for i, c in PASSAGES))
+    build_index(corpus, folder / "index")
+    rows = [
+        qa_row(data_source="toy", uid=f"q{i}", split="train", question=q, answers=[a], metadata={})
+        for i, (q, a) in enumerate(QUESTIONS)
+    ]
+    write_rows(rows, folder / "train.parquet")
+    return folder
+
+
+class SearchMixBackend:
+    """The tiny model's own samples, and every other request of each role a scripted, well-formed
+    reply that stops at the sampling's stop strings; scripted log-probs are the model's own."""
+
+    def __init__(self, model_path: str, seed: int):
+        self.inner = HFBackend(model_path, seed=seed)
+        self.tokenizer = self.inner.tokenizer
+        self.requests: dict[str, int] = {}
+
+    async def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
+        sampled = await self.inner.generate(prompts, sampling)
+        out = []
+        for prompt, generation in zip(prompts, sampled, strict=True):
+            text = self.tokenizer.decode(prompt)
+            role = next(r for r in ("leader", "searcher", "answerer") if PAPER_INSTRUCTIONS[r][:24] in text)
+            self.requests[role] = self.requests.get(role, 0) + 1
+            scripted = self.requests[role] % 2 == 1
+            out.append(self._scripted(prompt, text, role, sampling) if scripted else generation)
+        return out
+
+    def update_weights(self, state_dict: dict, version: int) -> None:
+        self.inner.update_weights(state_dict, version)
+
+    def _scripted(self, prompt: list[int], text: str, role: str, sampling: SamplingParams) -> Generation:
+        reply = text.rsplit("<|im_start|>assistant", 1)[1]
+        question, answer = next((q, a) for q, a in QUESTIONS if q in text or q.split()[-1] in text)
+        if role == "leader":
+            reply = "<select>1</select>" if "1 of 1 sent" in text else f"<subtask>{question}</subtask>"
+        elif role == "searcher":
+            reply = f"<summary>{answer}</summary>" if "<information>" in reply else f"<search>{question}</search>"
+        else:
+            reply = f"<answer>{answer}</answer>"
+        ends = [reply.find(s) + len(s) for s in sampling.stop if s in reply]
+        ids = self.tokenizer.encode(reply[: min(ends)] if ends else reply, add_special_tokens=False)
+        ids = ids if ends else ids + [self.tokenizer.eos_token_id]
+        with torch.no_grad():
+            logits = self.inner.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1].float()
+        log_probs = logits.log_softmax(-1).gather(-1, torch.tensor(ids).unsqueeze(-1)).squeeze(-1)
+        return Generation(ids, log_probs.tolist(), STOP)
+
+
+def test_two_steps_of_role_selective_supervision(search_data, tiny_model_path, tiny_teacher_path, tmp_path):
+    cfg = compose_config(
+        [
+            "preset=cpu",
+            "engines.placement=local",
+            f"students.path={tiny_model_path}",
+            f"teacher.model_path={tiny_teacher_path}",
+            f"data.train_files=[{search_data / 'train.parquet'}]",
+            "data.train_batch_size=1",
+            "data.max_response_length=96",
+            "rollout.group_size=2",
+            "workflow.name=search",
+            "workflow.domain=qa",
+            "workflow.horizon=4",
+            "workflow.policy_sharing=shared",
+            f"+workflow.options.retriever={search_data / 'index'}",
+            "+workflow.options.max_waves=1",
+            "+workflow.options.max_searchers_per_wave=2",
+            "+workflow.options.answer_candidates=2",
+            "+workflow.options.max_calls=2",
+            "+workflow.options.max_obs_tokens=48",
+            "algorithm.adv_estimator=grpo",
+            "+algorithm.per_role.searcher.estimator=opd",
+            "+algorithm.per_role.answerer.estimator=grpo",
+            "+algorithm.per_role.answerer.group_by=episode",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=-1",
+            "trainer.logger=[console]",
+            f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
+        ]
+    )
+    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
+    steps = [trainer.train_step() for _ in range(2)]
+    trainer.close()
+
+    assert list(trainer.policies) == ["shared"]
+    for metrics in steps:
+        assert math.isfinite(metrics["shared/actor/pg_loss"])
+        assert metrics["rollout/tool_calls"] >= 1
+        assert "teacher/searcher/reverse_kl" in metrics
+        assert not [k for k in metrics if k.startswith(("teacher/leader", "teacher/answerer"))]
+    estimators = {k for m in steps for k in m if k.startswith("per_role/") and k.endswith("/advantage_mean")}
+    assert {"per_role/searcher/opd/advantage_mean", "per_role/leader/grpo/advantage_mean"} <= estimators
+    weights = trainer.policies["shared"].engine.hf_state_dict()
+    assert any(not torch.equal(weights[k], initial[k]) for k in initial)

@@ -1,0 +1,81 @@
+"""The Searchers' search engine as a tool inside their replies, in Search-R1's conventions.
+
+A Searcher writes a query as `<search>query</search>`; its generation stops at "</search>", the
+query (the text after the last "<search>" of the reply) goes to the retriever, and the top-k
+passages come back appended to the reply as
+
+    \\n\\n<information>Doc 1(Title: t) text\\nDoc 2(Title: t) text\\n…</information>\\n\\n
+
+(cut to the tool's `max_observation_tokens` by the rollout). Every search ends in an outcome
+label, recorded with the call: the retrieval guard's ("ok", "empty", "query_too_long",
+"timeout", "unreachable", "error"), or "no_query" when the call has no opening tag.
+
+`open_retriever(spec)` reads where the passages come from: an http(s) URL of a server for
+Search-R1's `POST /retrieve` API (the project's own server or a user's dense one; it must answer
+at start-up), or a folder holding a BM25 index (`python -m verl_masopd.retrieval index`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verl_masopd.retrieval import BM25Index, GuardedRetriever, RetrievalError, Retriever, SearchClient, check_reachable
+from verl_masopd.retrieval.index import MANIFEST
+from verl_masopd.workflows.tools import Observation, Tool
+
+NO_QUERY = "no_query"
+
+
+def open_retriever(spec: str, timeout_s: float) -> Retriever:
+    """The retriever `spec` names (module doc); a ValueError naming it when it cannot serve."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError("workflow.options.retriever: give a retrieval server URL or a BM25 index folder")
+    if spec.startswith(("http://", "https://")):
+        try:
+            check_reachable(spec, timeout_s)
+        except RetrievalError as e:
+            raise ValueError(f"workflow.options.retriever: {e}") from None
+        return SearchClient(spec, timeout_s=timeout_s)
+    if not (Path(spec) / MANIFEST).is_file():
+        raise ValueError(
+            f"workflow.options.retriever: {spec} is neither an http(s) URL nor a retrieval index folder "
+            f"(build one with: python -m verl_masopd.retrieval index --corpus FILE --out {spec})"
+        )
+    return BM25Index(spec)
+
+
+class SearchTool(Tool):
+    """`<search>` calls answered with `<information>` observations (module doc)."""
+
+    name = "search"
+
+    def __init__(
+        self,
+        retriever: GuardedRetriever,
+        search_tag: str = "search",
+        information_tag: str = "information",
+        max_calls: int = 3,
+        max_observation_tokens: int = 500,
+        timeout_s: float = 60.0,
+    ):
+        self.stop = (f"</{search_tag}>",)
+        super().__init__(max_calls, max_observation_tokens, timeout_s)
+        self.retriever = retriever
+        self.open, self.close = f"<{search_tag}>", f"</{search_tag}>"
+        self.information_tag = information_tag
+
+    def query(self, reply: str) -> str | None:
+        """The query of the call that ends `reply`: the text between its last opening tag and the
+        closing tag after it; None without an opening tag."""
+        end = reply.rfind(self.close)
+        head = reply[:end] if end >= 0 else reply
+        start = head.rfind(self.open)
+        return None if start < 0 else head[start + len(self.open) :].strip()
+
+    def run(self, reply: str) -> Observation:
+        tag = self.information_tag
+        query = self.query(reply)
+        if query is None:
+            return Observation(f"\n\n<{tag}>No query: write it as {self.open}query{self.close}.</{tag}>\n\n", NO_QUERY)
+        [found] = self.retriever.search([query])
+        return Observation(f"\n\n<{tag}>{found.observation}</{tag}>\n\n", found.outcome)
