@@ -7,4 +7,10 @@ Input layout (one folder RUNS; `layout.py`):
     RUNS/<method>/seed<k>/train/<domain>/          the training run; TensorBoard event files anywhere below
 
 Run `python -m verl_masopd.report --runs RUNS --out DIR`.
+
+The QA statistics of search systems (question answering, k attempts per question) are a library
+of their own, torch-free: `qa_attempts.py` (the per-attempt record and its JSON lines),
+`qa_scores.py` (avg@k, pass@k, k/k, sub-EM, relaxed EM, failures, tokens; macro averages),
+`qa_bootstrap.py` (paired bootstrap intervals of A − B), `qa_tables.py` (`qa_tables({system:
+attempts})`, datasets as columns plus Macro) and `qa_markdown.py` (those tables as Markdown).
 """
