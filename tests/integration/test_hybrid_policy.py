@@ -23,12 +23,15 @@ import torch
 from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import EngineSettings, policy_loss
 from verl_masopd.rollout.backend import SamplingParams
-from verl_masopd.rollout.records import FAILED, LENGTH, STOP
+from verl_masopd.rollout.batch import to_dataproto
+from verl_masopd.rollout.manager import RolloutManager
+from verl_masopd.rollout.records import FAILED, LENGTH, STOP, episodes_of
 from verl_masopd.serving.hybrid_policy import build_vllm_policy
 from verl_masopd.serving.plans import plan_policy_serving
 from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.workflows.problem import Problem
 
 pytestmark = pytest.mark.integration
 
@@ -138,6 +141,33 @@ def test_every_update_reaches_only_its_policys_servers_and_survives_a_checkpoint
     torch.testing.assert_close(served(coder), saved, atol=1e-5, rtol=0)
     torch.testing.assert_close(served(coder), computed(coder), atol=1e-4, rtol=0)
     assert coder.backend.version == 2 and answers(generate(coder))
+
+
+def test_responses_with_tool_calls_on_the_vllm_servers(policies, tiny_tokenizer):
+    """Generation stops at the tool's stop string on the real vLLM servers, the observation is
+    appended and generation goes on from the whole sequence; the servers' sampling log-probs of the
+    generated tokens agree with the engine's recomputation within 1e-4."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from echo_tool import EchoingReasoner
+
+    policy = policies["tester"]
+    workflow = EchoingReasoner(horizon=1)
+    problems = [
+        Problem(uid=f"m{i}", domain="math", statement=f"What is {i} + {i}?", answer=str(2 * i)) for i in range(3)
+    ]
+    tokenizer = tiny_tokenizer
+    with RolloutManager(
+        workflow, {"reasoner": policy.backend}, tokenizer, sampling=SamplingParams(max_new_tokens=40)
+    ) as manager:
+        groups = asyncio.run(manager.run(problems, group_size=2))
+    samples = [s for r in episodes_of(groups) for s in r.samples]
+    assert max(len(s.tool_calls) for s in samples) >= 2 and manager.metrics.tool_outcomes["ok"] >= 6
+    observed = sum(len(s.generated) - sum(s.generated) for s in samples)
+    assert observed == manager.metrics.observation_tokens > 0
+    batch = to_dataproto(groups, None, 512, 40, tokenizer.pad_token_id)
+    mask = batch.batch["response_mask"].bool()
+    gap = (policy.engine.infer_batch(batch) - batch.batch["rollout_log_probs"])[mask].abs().max()
+    assert gap <= 1e-4
 
 
 def test_sleeping_servers_serve_nothing_until_the_next_sync(stand_in, ray_local):

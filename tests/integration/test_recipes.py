@@ -149,3 +149,84 @@ def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
         trained = load_file(checkpoints / "global_step_1" / f"policy_{policy}" / "huggingface" / "model.safetensors")
         assert set(trained) == set(initial)
         assert any(not torch.equal(trained[k], initial[k]) for k in initial), f"{policy} did not change"
+
+
+# search recipe -> (system, horizon, teacher model, {role: (estimator, group_by)})
+SEARCH = {
+    "multiagent_opd.sh": (
+        "hierarchical",
+        8,
+        "teacher",
+        {"searcher": ("opd", "problem"), "leader": ("grpo", "problem"), "answerer": ("grpo", "episode")},
+    ),
+    "search/teacher.sh": (
+        "cascaded",
+        2,
+        "teacher",
+        {"searcher": ("grpo", "problem"), "leader": ("grpo", "problem"), "answerer": ("grpo", "episode")},
+    ),
+    "search/searcher_grpo.sh": (
+        "hierarchical",
+        8,
+        "teacher",
+        {"searcher": ("grpo", "problem"), "leader": ("grpo", "problem"), "answerer": ("grpo", "episode")},
+    ),
+    "search/base_teacher.sh": (
+        "hierarchical",
+        8,
+        "student",
+        {"searcher": ("opd", "problem"), "leader": ("grpo", "problem"), "answerer": ("grpo", "episode")},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def search_index(tmp_path_factory):
+    from verl_masopd.retrieval import build_index
+
+    folder = tmp_path_factory.mktemp("search-index")
+    (folder / "corpus.jsonl").write_text('{"id": "0", "contents": "\\"Arland\\"\\nArland is a country."}\n')
+    build_index(folder / "corpus.jsonl", folder / "index")
+    return str(folder / "index")
+
+
+def test_the_search_recipe_needs_a_retriever(tiny_model_path, builtin_data):
+    result = recipe("multiagent_opd.sh", STUDENT_MODEL=tiny_model_path, TRAIN_FILES=builtin_data["math"])
+    assert result.returncode == 2
+    assert "set RETRIEVER" in result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH))
+def test_search_recipe_composes_its_roles(name, search_index, tiny_model_path, tiny_teacher_path, tmp_path):
+    """The recipe's trainer arguments compose into the search workflow with each role's estimator."""
+    from data_prep.schema import qa_row
+    from data_prep.writer import write_rows
+
+    train = tmp_path / "qa.parquet"
+    write_rows([qa_row(data_source="nq", uid="q0", split="train", question="q?", answers=["a"], metadata={})], train)
+    captured, interpreter = tmp_path / "argv", tmp_path / "capture"
+    interpreter.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {captured}\n")
+    interpreter.chmod(0o755)
+    result = recipe(
+        name,
+        "data.train_batch_size=8",
+        PYTHON=str(interpreter),
+        STUDENT_MODEL=tiny_model_path,
+        TEACHER_MODEL=tiny_teacher_path,
+        TRAIN_FILES=str(train),
+        RETRIEVER=search_index,
+    )
+    assert result.returncode == 0, result.stderr
+    run = validate_config(compose_config(captured.read_text().splitlines()[2:]))
+    system, horizon, teacher, roles = SEARCH[name]
+    assert (run.workflow.name, run.workflow.domain, run.workflow.horizon, run.workflow.policy_sharing) == (
+        "search",
+        "qa",
+        horizon,
+        "shared",
+    )
+    assert run.built_workflow.system == system and run.built_workflow.search_tool.max_calls == 3
+    assert run.teacher.model_path == {"teacher": tiny_teacher_path, "student": tiny_model_path}[teacher]
+    chosen = {role: run.estimator.role_estimator(role) for role in roles}
+    assert {role: (e.settings.name, e.group_by) for role, e in chosen.items()} == roles
+    assert run.policies == ("shared",)

@@ -4,6 +4,8 @@ batch (observations in the sequence, masked) agree within 1e-4; the teacher's sc
 generated tokens only."""
 
 import asyncio
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,26 +19,12 @@ from verl_masopd.rollout.records import episodes_of
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import TeacherScoring
-from verl_masopd.workflows import workflow_class
 from verl_masopd.workflows.problem import Problem
-from verl_masopd.workflows.tools import Observation, Tool
+
+sys.path.insert(0, str(Path(__file__).parent))
+from echo_tool import EchoingReasoner  # noqa: E402
 
 pytestmark = pytest.mark.integration
-
-
-class Echo(Tool):
-    """A tool the untrained tiny model calls often: every "e" it writes ends a call."""
-
-    name = "echo"
-    stop = ("e",)
-
-    def run(self, reply: str) -> Observation:
-        return Observation(f" [seen {len(reply)}] ")
-
-
-class EchoingReasoner(workflow_class("sa", "math")):
-    def tool(self, agent):
-        return Echo(max_calls=3)
 
 
 def test_sampling_and_engine_log_probs_agree_on_a_response_with_calls(tiny_model_path, tiny_teacher_path):
