@@ -7,4 +7,6 @@ learning shows within minutes on 2 CPU cores.
   builder.py     each domain's recipe (seed, schedule) and the builder fingerprint
   weights.py     the shipped weights, their manifest and its check
   world.py       the files a run uses: verified models and the train / held-out parquet files
+  search_kb.py   the search workflow's knowledge base: entities, passages and namesakes from a seed
+  search_tasks.py  its one-hop and two-hop questions, their qa rows, and the data files with the index
 """

@@ -2,10 +2,14 @@
 
     python -m verl_masopd.tiny_world build --domain math [--out DIR] [--snapshots DIR --snapshot-every N]
     python -m verl_masopd.tiny_world check --domain math
+    python -m verl_masopd.tiny_world search-data --out DIR --train N --heldout N [--validation N] [--no-index]
 
 `build` pretrains the domain's teacher and student (pretrain.py) and writes them with their
 manifest into the shipped weights folder (or --out), through a temporary folder renamed into
 place. `check` verifies shipped weights against their manifest and this code's builder.
+`search-data` writes the search world (search_kb.py, search_tasks.py) into DIR: corpus.jsonl,
+train.parquet, heldout.parquet, validation.parquet (with --validation) and the BM25 index in
+index/ (unless --no-index).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.builder import RECIPES, recipe
 from verl_masopd.tiny_world.pretrain import pretrain
+from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import (
     WEIGHTS,
     WeightsError,
@@ -78,9 +83,23 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument("--snapshot-every", type=int, default=100)
     check_parser = commands.add_parser("check", help="verify shipped weights against their manifest")
     check_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
+    search_parser = commands.add_parser("search-data", help="write the search world's corpus, questions and index")
+    search_parser.add_argument("--out", type=Path, required=True, help="output folder")
+    search_parser.add_argument("--train", type=int, required=True, help="training questions [0, N)")
+    search_parser.add_argument("--heldout", type=int, required=True, help="held-out questions from HELDOUT_START")
+    search_parser.add_argument("--validation", type=int, default=0, help="validation questions from VALIDATION_START")
+    search_parser.add_argument("--no-index", action="store_true", help="do not build the BM25 index")
     args = parser.parse_args(argv)
     if args.command == "build":
         print(json.dumps(build(args.domain, args.out, args.snapshots, args.snapshot_every), indent=2))
+        return 0
+    if args.command == "search-data":
+        try:
+            written = write_search_data(args.out, args.train, args.heldout, args.validation, index=not args.no_index)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(written, indent=2))
         return 0
     try:
         paths = verified_models(args.domain, recipe(args.domain).fingerprint())
