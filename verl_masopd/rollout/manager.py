@@ -84,13 +84,19 @@ class RolloutMetrics:
 
     tool_calls: int = 0
     tool_seconds: float = 0.0
+    tool_wall_seconds: float = 0.0
     observation_tokens: int = 0
     tool_outcomes: Counter = field(default_factory=Counter)
+    # wall seconds of the turns' responses (tool calls inside included), keyed by the roles acting
+    # ("searcher"; "reasoner+tool_user" for a turn where both act)
+    turn_seconds: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, float]:
-        out = {k: v for k, v in vars(self).items() if k not in ("failure_reasons", "tool_outcomes")}
+        keyed = ("failure_reasons", "tool_outcomes", "turn_seconds")
+        out = {k: v for k, v in vars(self).items() if k not in keyed}
         out.update({f"failure/{reason}": n for reason, n in self.failure_reasons.items()})
         out.update({f"tool/{outcome}": n for outcome, n in self.tool_outcomes.items()})
+        out.update({f"{roles}/turn_seconds": s for roles, s in self.turn_seconds.items()})
         return out
 
 
@@ -218,7 +224,10 @@ class RolloutManager:
             for _, agent, policy, prompt, _ in seats
             for _ in range(copies)
         ]
+        start = time.perf_counter()
         responses = iter(await self.respond(requests))
+        roles = "+".join(sorted({agent.role for _, agent, *_ in seats}))
+        self.metrics.turn_seconds[roles] += time.perf_counter() - start
         out: list[list[dict[str, Draw]]] = [[{} for _ in range(copies)] for _ in episodes]
         index = {id(episode): e for e, episode in enumerate(episodes)}
         for episode, agent, policy, prompt, cut in seats:
@@ -247,12 +256,13 @@ class RolloutManager:
     async def respond(self, requests: list[ToolRequest]) -> list[Response]:
         """Whole responses, tool calls inside included; the tool metrics go into `metrics`."""
         tools = self._tools.metrics
-        before = (tools.calls, tools.seconds, tools.observation_tokens, Counter(tools.outcomes))
+        before = (tools.calls, tools.seconds, tools.wall_seconds, tools.observation_tokens, Counter(tools.outcomes))
         responses = await self._tools.run(requests)
         self.metrics.tool_calls += tools.calls - before[0]
         self.metrics.tool_seconds += tools.seconds - before[1]
-        self.metrics.observation_tokens += tools.observation_tokens - before[2]
-        self.metrics.tool_outcomes.update(tools.outcomes - before[3])
+        self.metrics.tool_wall_seconds += tools.wall_seconds - before[2]
+        self.metrics.observation_tokens += tools.observation_tokens - before[3]
+        self.metrics.tool_outcomes.update(tools.outcomes - before[4])
         return responses
 
     async def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:

@@ -56,8 +56,12 @@ class ToolRequest:
 
 @dataclass
 class ToolMetrics:
+    """`seconds`: the calls' durations summed; `wall_seconds`: the wall time of the rounds of calls
+    (a round's calls run in parallel)."""
+
     calls: int = 0
     seconds: float = 0.0
+    wall_seconds: float = 0.0
     observation_tokens: int = 0
     continuation_failures: int = 0
     outcomes: Counter = field(default_factory=Counter)
@@ -97,7 +101,9 @@ class ToolLoop:
                     self._record(response, ToolUse(tool.name, OVER_BUDGET, 0.0, 0))
                 else:
                     calls.append((i, reply))
+            start = time.perf_counter()
             await asyncio.gather(*(self._observe(requests[i].tool, responses[i], reply) for i, reply in calls))
+            self.metrics.wall_seconds += time.perf_counter() - start if calls else 0.0
             active = [i for i, _ in calls]
         return responses  # type: ignore[return-value]
 
