@@ -12,6 +12,8 @@ INSTALL_REQUIRES = [
     "tensordict>=0.8.0,<=0.10.0,!=0.9.0",
     "hydra-core>=1.3",
     "omegaconf>=2.3",
+    # The values of python -m verl_masopd.eval --workflow-option KEY=VALUE (omegaconf needs it too).
+    "pyyaml>=5.1",
     "math-verify>=0.8",
     "pandas>=2.0",
     "pyarrow>=19.0.0",

@@ -29,7 +29,12 @@ def evaluate_checkpoint(path: str, problems, k: int) -> dict:
     # The system the run trained, from the config.yaml saved with every checkpoint.
     run = {**DEFAULTS, **run_settings(checkpoint)}
     workflow = make_workflow(
-        run["workflow"], problems[0].domain, run["agents_per_role"], run["horizon"], prompt_style=run["prompt_style"]
+        run["workflow"],
+        problems[0].domain,
+        run["agents_per_role"],
+        run["horizon"],
+        prompt_style=run["prompt_style"],
+        **run["workflow_options"],
     )
     # One generation backend per trained policy ("role" sharing: one per role), with its weights.
     policies = policies_of(workflow.agents, run["policy_sharing"])

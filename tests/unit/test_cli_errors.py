@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 
 from data_prep.__main__ import main as data_prep_main
+from data_prep.schema import qa_row
+from data_prep.writer import write_rows
 from verl_masopd.eval.__main__ import main as eval_main
 from verl_masopd.verify.__main__ import main as verify_main
 
@@ -199,6 +201,48 @@ def test_eval_prints_its_start_up_error_alone(tmp_path):
     done = _run_module(tmp_path, "verl_masopd.eval", "--data", str(missing), "--model", str(tmp_path), "--out", "x")
     assert done.returncode == 2
     assert one_line(done.stderr) == f"error: --data {missing}: file not found"
+
+
+@pytest.fixture
+def qa_data(tmp_path):
+    rows = [
+        qa_row(data_source="toy", uid="q0", split="test", question="Capital of Arland?", answers=["Bex"], metadata={})
+    ]
+    write_rows(rows, tmp_path / "qa.parquet")
+    return str(tmp_path / "qa.parquet")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["max_waves"], "error: --workflow-option 'max_waves': expected KEY=VALUE"),
+        (["colour=red"], "error: workflow 'search' (qa): unknown option(s) ['colour']"),
+        (["max_waves=two"], "error: workflow 'search' options {'max_waves': 'two'"),
+        (["max_waves=0"], "error: workflow.options.max_waves: must be >= 1, got 0"),
+        ([], "error: workflow.options.retriever: give a retrieval server URL or a BM25 index folder"),
+        (["retriever=/no/index"], "error: workflow.options.retriever: /no/index is neither an http(s) URL nor"),
+        (
+            ["retriever=http://127.0.0.1:9/retrieve", "search_timeout_s=2"],
+            "error: workflow.options.retriever: retrieval server http://127.0.0.1:9/retrieve is not usable",
+        ),
+    ],
+)
+def test_eval_search_start_up_errors_are_one_line(qa_data, tmp_path, capsys, options, message):
+    flags = [x for option in options for x in ("--workflow-option", option)]
+    argv = ["--data", qa_data, "--model", str(tmp_path), "--workflow", "search", "--horizon", "8", *flags]
+    assert eval_main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert one_line(capsys.readouterr().err).startswith(message)
+    assert not (tmp_path / "out").exists()
+
+
+def test_eval_search_needs_every_question_s_dataset(retrieval_index, tmp_path, capsys):
+    row = qa_row(data_source="toy", uid="q0", split="test", question="Capital of Arland?", answers=["Bex"], metadata={})
+    pd.DataFrame([{**row, "data_source": ""}]).to_parquet(tmp_path / "qa.parquet")
+    argv = ["--data", str(tmp_path / "qa.parquet"), "--model", str(tmp_path), "--workflow", "search", "--horizon", "8"]
+    assert eval_main([*argv, "--workflow-option", f"retriever={retrieval_index}", "--out", str(tmp_path / "o")]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        f"error: {tmp_path / 'qa.parquet'}: problem 'q0' has no data_source (the dataset of its QA attempts)"
+    )
 
 
 def test_data_prep_names_a_file_that_is_not_text(tmp_path, capsys):

@@ -121,7 +121,8 @@ def test_settings_name_the_benchmark_file(tmp_path):
     data.write_bytes(b"abc")
     args = SimpleNamespace(
         data=str(data), limit=None, checkpoint=None, imports=[], workflow="mas", horizon=2, agents_per_role=1,
-        policy_sharing="role", prompt_style="paper", context_layout="role_first", k=4, temperature=0.6,
+        policy_sharing="role", prompt_style="paper", context_layout="role_first",
+        workflow_options={"shown_chars": 500}, k=4, temperature=0.6,
         top_p=0.95, top_k=20, max_new_tokens=64, swap_roles=False, teacher=None, seed=3,
     )  # fmt: skip
     settings = eval_settings(args, "math", 5)
@@ -131,3 +132,4 @@ def test_settings_name_the_benchmark_file(tmp_path):
         == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     )
     assert settings["problems"] == 5 and settings["k"] == 4 and json.dumps(settings)
+    assert settings["workflow_options"] == {"shown_chars": 500}

@@ -85,3 +85,11 @@ def test_a_single_agent_has_no_agreement():
     assert row["accuracy"] == 0.0 and row["avg_turns"] == 2
     for key in ("agreement@0", "agreement@1", "agreed_share", "turns_to_agreement"):
         assert math.isnan(row[key]), key
+
+
+def test_a_workflow_that_does_not_agree_has_no_agreement():
+    """The search team (`Workflow.agrees` False): agreement metrics NaN though two agents play."""
+    row = summarize([{"episodes": [NEVER_AGREED, AGREED_AT_0]}], horizon=2, agreement=False)
+    assert row["accuracy"] == 0.5 and row["avg_turns"] == 1.5
+    for key in ("agreement@0", "agreement@1", "agreed_share", "turns_to_agreement"):
+        assert math.isnan(row[key]), key

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_masopd.report.qa_attempts import QaAttempt, by_question, parse_attempts, read_attempts
+from verl_masopd.eval.qa_attempts import QaAttempt, by_question, parse_attempts, read_attempts
 from verl_masopd.report.qa_bootstrap import Interval, paired_differences
 from verl_masopd.report.qa_markdown import qa_markdown
 from verl_masopd.report.qa_scores import METRICS, system_scores

@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
+from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, QaAttempt, write_attempts
 from verl_masopd.eval.settings import write_settings
 from verl_masopd.report.__main__ import write_report
 from verl_masopd.rollout.summary import write_summary
@@ -28,7 +29,7 @@ SETTINGS = {
     "teacher": None,
     "seed": 0,
 }
-DOMAIN_OF = {"m1": "math", "m2": "math", "c1": "code"}
+DOMAIN_OF = {"m1": "math", "m2": "math", "c1": "code", "nq": "qa"}
 
 
 def add_eval(runs, method, seed, bench, accuracy, swapped=False, summary=None, **settings):
@@ -169,3 +170,64 @@ def test_methods_limit_what_is_read_and_order_the_curves(runs, tmp_path):
     report = write_report(runs, tmp_path / "out", ["masopd", "grpo"], "val/accuracy", False)
     assert list(report["main_table"]["rows"]) == ["masopd", "grpo"]
     assert list(report["curves"]["math"]) == ["masopd", "grpo"]
+
+
+CASCADED = {"retriever": "/index", "system": "cascaded"}
+HIERARCHICAL = {"retriever": "/index", "max_waves": 1}
+
+
+def add_search_eval(runs, method, seed, ems, swapped=False, **settings):
+    """A search evaluation on nq: question i's 2 attempts scored ems[i] ("10": attempt 0 right)."""
+    attempts = [
+        QaAttempt("nq", f"q{i}", j, e == "1", e == "1", e == "1", None if e == "1" else "untagged", 10 + j, 100)
+        for i, pair in enumerate(ems)
+        for j, e in enumerate(pair)
+    ]
+    accuracy = sum(a.em for a in attempts) / len(attempts)
+    options = {"workflow": "search", "horizon": 4, "workflow_options": HIERARCHICAL, **settings}
+    add_eval(runs, method, seed, "nq", accuracy, swapped=swapped, **options)
+    write_attempts(
+        attempts, runs / method / f"seed{seed}" / ("eval-swap" if swapped else "eval") / "nq" / QA_ATTEMPTS_FILE
+    )
+
+
+def test_qa_tables_from_the_search_evaluations(runs, tmp_path):
+    """One QA system per method, per method and seed where a method has several; eval-swap and
+    the evaluations of other workflows hold no attempts. The cascaded system's horizon (2) is
+    compared with no other: its options make it another system."""
+    assert write_report(runs, tmp_path / "plain", None, "val/accuracy", False)["qa_tables"] == []
+    add_search_eval(runs, "cascaded", 0, ["11", "10", "00", "11"], horizon=2, workflow_options=CASCADED)
+    add_search_eval(runs, "cascaded", 0, ["00", "00", "00", "00"], swapped=True, horizon=2, workflow_options=CASCADED)
+    add_search_eval(runs, "search", 0, ["10", "00", "00", "11"])
+    add_search_eval(runs, "search", 1, ["11", "01", "00", "00"])
+    report = write_report(runs, tmp_path / "out", None, "val/accuracy", False)
+    assert report["setting_differences"] == [] and report["qa_systems"] == ["cascaded", "search/seed0", "search/seed1"]
+    tables = {t["title"].split(":")[0]: t for t in report["qa_tables"]}
+    assert tables["avg@2"]["rows"]["cascaded"] == {"nq": 5 / 8, "Macro": 5 / 8}
+    assert tables["pass@2"]["rows"]["search/seed1"]["nq"] == 2 / 4
+    assert tables["untagged"]["rows"]["search/seed0"]["nq"] == 5
+    assert tables["tokens generated"]["rows"]["cascaded"]["nq"] == 10.5
+    difference = tables["cascaded − search/seed0"]["rows"]["avg@2"]["nq"]
+    assert difference["difference"] == pytest.approx(5 / 8 - 3 / 8)
+    assert "cascaded − search/seed1" in tables
+    assert report["main_table"]["rows"]["cascaded"]["nq"]["mean"] == 5 / 8
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "QA of the search systems cascaded, search/seed0, search/seed1, per dataset:" in md
+    assert "| cascaded | **62.5** | **62.5** |" in md
+    assert "| avg@2 | +25.0 [" in md
+
+
+def test_a_search_evaluation_needs_its_attempts(tmp_path):
+    runs = tmp_path / "runs"
+    add_search_eval(runs, "search", 0, ["10"])
+    (runs / "search" / "seed0" / "eval" / "nq" / QA_ATTEMPTS_FILE).unlink()
+    with pytest.raises(ValueError, match=f"search/seed0/eval/nq/{QA_ATTEMPTS_FILE}: missing"):
+        write_report(runs, tmp_path / "out", None, "val/accuracy", False)
+
+
+def test_the_horizon_is_compared_within_one_system(tmp_path):
+    runs = tmp_path / "runs"
+    add_search_eval(runs, "a", 0, ["10"])
+    add_search_eval(runs, "b", 0, ["10"], horizon=8)
+    with pytest.raises(ValueError, match=r"'horizon' differs \(workflow search \{\"max_waves\": 1, \"retriever\""):
+        write_report(runs, tmp_path / "out", None, "val/accuracy", False)

@@ -3,6 +3,8 @@
   python -m verl_masopd.eval --data X.parquet --checkpoint RUN_DIR/checkpoints --k 1 --out DIR
   python -m verl_masopd.eval --data X.parquet --model PATH [--role-model coder=PATH ...]
       --workflow mas|sa|NAME --horizon 4 --k 1 [--prompt-style paper|compact] --out DIR
+  python -m verl_masopd.eval --data qa.parquet --model PATH --workflow search --horizon 8 --k 4
+      --workflow-option retriever=INDEX_DIR|URL [--workflow-option system=cascaded ...] --out DIR
 
 A workflow registered outside the package (examples/solver_verifier.py) is selected by its name
 once the file that registers it is imported: --import FILE.py|MODULE (a checkpoint's run imports
@@ -12,6 +14,9 @@ With --checkpoint (a training checkpoint, or a run's checkpoint folder for its n
 policy plays with its trained weights, and the system is the one the run trained: workflow,
 agents per role, policy sharing, horizon, response budget, prompt style and context layout come
 from the run's saved configuration (eval/run_config.py); any of these flags given overrides it.
+The workflow's options (its keyword settings, `workflow.options` of a training run) are the
+checkpoint's, each `--workflow-option KEY=VALUE` (repeatable, VALUE read as YAML: `max_waves=2`,
+`tags={search: query}`) replacing one of them.
 The checkpoint's configuration and weights are first checked against its manifest: a missing,
 truncated or altered file stops the evaluation with one line naming it (exit code 2) before
 --out is created.
@@ -21,7 +26,10 @@ name); the tokenizer is --model's, else the first policy's. Sampling defaults ar
 settings of docs/method.md, "Common settings" (temperature 0.6, top-p 0.95, top-k 20, horizon 4);
 SA+ST is `--workflow sa --horizon 1`.
 Writes DIR/records.jsonl (one line per problem), DIR/summary.md, DIR/summary.csv and
-DIR/settings.json (what the evaluation ran with; the report compares it across runs).
+DIR/settings.json (what the evaluation ran with; the report compares it across runs). An
+evaluation of the search workflow (qa) also writes DIR/qa_attempts.jsonl, one QA attempt per
+episode (eval/qa_attempts.py, eval/qa_episodes.py): the k episodes of a question are its k
+attempts (the search system's protocol: --k 4), for the report's QA tables.
 
   --swap-roles      every role plays with the next role's model (cyclically): the cross-role
                     swap of docs/method.md, "Data and evaluation"; the report's swap drop is
@@ -49,6 +57,8 @@ from tqdm import tqdm
 
 from verl_masopd.cli_args import count
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, check_model_path
+from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, write_attempts
+from verl_masopd.eval.qa_episodes import group_attempts
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer
 from verl_masopd.eval.run_config import DEFAULTS, policy_model, resolve_run_arguments
 from verl_masopd.eval.settings import eval_settings, write_settings
@@ -65,6 +75,7 @@ from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PROMPT_STYLES
+from verl_masopd.workflows.search import SearchWorkflow
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("role_first", "role_last"),
         help="where the role instruction goes (default: the checkpoint's workflow.context_layout, else role_first)",
     )
-    p.add_argument("--k", type=count, default=1, help="episodes per problem")
+    p.add_argument(
+        "--workflow-option",
+        dest="workflow_options",
+        action="append",
+        metavar="KEY=VALUE",
+        help="one of the workflow's options, VALUE read as YAML, e.g. retriever=INDEX_DIR (repeatable; "
+        "default: the checkpoint's workflow.options)",
+    )
+    p.add_argument("--k", type=count, default=1, help="episodes per problem (QA: attempts per question)")
     p.add_argument("--temperature", type=float, default=0.6)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--top-k", type=int, default=20)
@@ -172,6 +191,28 @@ def policy_paths(
     return {role: paths[roles[(i + 1) % len(roles)]] for i, role in enumerate(roles)}
 
 
+def build_workflow(args, domain: str):
+    """The workflow the arguments name, with its options; a bad option is a ValueError."""
+    try:
+        return make_workflow(
+            args.workflow,
+            domain,
+            args.agents_per_role,
+            args.horizon,
+            prompt_style=args.prompt_style,
+            **args.workflow_options,
+        )
+    except TypeError as e:  # an option of the wrong type, e.g. max_waves=two
+        raise ValueError(f"workflow {args.workflow!r} options {args.workflow_options}: {e}") from None
+
+
+def check_datasets(path: str, problems: list[Problem]) -> None:
+    """Every QA problem names its dataset (data_source), under which its attempts are reported."""
+    unnamed = [p.uid for p in problems if not p.data_source]
+    if unnamed:
+        raise ValueError(f"{path}: problem {unnamed[0]!r} has no data_source (the dataset of its QA attempts)")
+
+
 def check_models(paths: list[str]) -> None:
     """Every checkpoint is a model folder, before any is loaded (a missing one is named)."""
     for path in dict.fromkeys(paths):
@@ -189,9 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = resolve_run_arguments(args)
         import_extensions(args.imports, "--import")
         problems = load_problems(args.data, args.limit)
-        workflow = make_workflow(
-            args.workflow, problems[0].domain, args.agents_per_role, args.horizon, prompt_style=args.prompt_style
-        )
+        workflow = build_workflow(args, problems[0].domain)
+        qa = isinstance(workflow, SearchWorkflow)
+        if qa:
+            check_datasets(args.data, problems)
         policies = policies_of(workflow.agents, args.policy_sharing)
         base = {p: args.model or policy_model(checkpoint, p) for p in policies}
         paths = policy_paths(workflow, args.policy_sharing, base, args.role_model, args.swap_roles)
@@ -237,13 +279,17 @@ def main(argv: list[str] | None = None) -> int:
         ) as manager,
         tqdm(total=len(problems) * args.k, unit="episode") as bar,
     ):
+        attempts = []
+        collect = (lambda group: attempts.extend(group_attempts(group))) if qa else None
         records = asyncio.run(
-            evaluate(manager, problems, args.k, args.batch_size, lambda _: bar.update(), role_advantage)
+            evaluate(manager, problems, args.k, args.batch_size, lambda _: bar.update(), role_advantage, collect)
         )
     with open(out / "records.jsonl", "w") as f:
         for record in records:
             f.write(record_line(record))
-    summary = summarize(records, args.horizon)
+    if qa:
+        write_attempts(attempts, out / QA_ATTEMPTS_FILE)
+    summary = summarize(records, args.horizon, workflow.agrees)
     summary.update({f"rollout/{k}": v for k, v in manager.metrics.as_dict().items()})
     write_summary(summary, out)
     write_settings(eval_settings(args, workflow.domain, len(problems)), out)

@@ -7,7 +7,9 @@ config and policy weights (`EVAL_FILES`) are verified against its manifest: a mi
 or altered file is named (a checkpoint without manifest is used unverified). From its
 `config.yaml` the evaluation reads the system the policies were trained in (`RUN_KEYS`); a flag
 given on the command line overrides the saved value, and without a checkpoint the flags'
-defaults (`DEFAULTS`) apply.
+defaults (`DEFAULTS`) apply. The workflow's options (`workflow.options`, e.g. the search team's
+retriever and waves) are merged key by key: each `--workflow-option KEY=VALUE` replaces that key
+of the saved options and keeps the others.
 Policy p's weights are `<checkpoint>/policy_<p>/huggingface`.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+import yaml
 from omegaconf import OmegaConf
 
 from verl_masopd.trainer.checkpoint import CONFIG_FILE, CheckpointError, step_folders, verify_checkpoint
@@ -30,6 +33,7 @@ RUN_KEYS = {
     "policy_sharing": "workflow.policy_sharing",
     "prompt_style": "workflow.prompt_style",
     "context_layout": "workflow.context_layout",
+    "workflow_options": "workflow.options",
     "max_new_tokens": "data.max_response_length",
 }
 # What an evaluation reads of a checkpoint (fnmatch patterns of relative paths), verified first.
@@ -42,6 +46,7 @@ DEFAULTS = {
     "policy_sharing": "role",
     "prompt_style": PAPER,
     "context_layout": "role_first",
+    "workflow_options": {},
     "max_new_tokens": 4096,
 }
 
@@ -77,15 +82,36 @@ def run_settings(checkpoint: Path) -> dict:
 def resolve_run_arguments(args: Namespace) -> Path | None:
     """Fills every `RUN_KEYS` argument the command line left unset (None): from the checkpoint's
     run configuration when `args.checkpoint` is given (which then names the checkpoint folder),
-    else from `DEFAULTS`; returns the checkpoint folder (None without one)."""
+    else from `DEFAULTS`; `args.workflow_options` (the --workflow-option items) becomes the
+    saved or default options updated with them. Returns the checkpoint folder (None without one)."""
     checkpoint = checkpoint_folder(args.checkpoint) if args.checkpoint else None
     if checkpoint is not None:
         args.checkpoint = str(checkpoint.resolve())
     saved = run_settings(checkpoint) if checkpoint is not None else {}
+    given = option_values(args.workflow_options or [])
+    args.workflow_options = {**saved.get("workflow_options", DEFAULTS["workflow_options"]), **given}
     for arg in RUN_KEYS:
         if getattr(args, arg) is None:
             setattr(args, arg, saved.get(arg, DEFAULTS[arg]))
     return checkpoint
+
+
+def option_values(items: list[str]) -> dict:
+    """{KEY: VALUE} of --workflow-option KEY=VALUE items, each VALUE read as YAML (`3`, `0.5`,
+    `true`, `{search: query}`; a bare word or a path is a string); a later KEY wins."""
+    values = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--workflow-option {item!r}: expected KEY=VALUE")
+        if key == "prompt_style":
+            raise ValueError(f"--workflow-option {item!r}: the prompt style is --prompt-style")
+        try:
+            values[key] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ValueError(f"--workflow-option {item!r}: not a YAML value ({str(e).splitlines()[0]})") from None
+    return values
 
 
 def policy_model(checkpoint: Path, policy: str) -> str:

@@ -37,6 +37,7 @@ def eval_settings(args, domain: str, problems: int) -> dict:
         "policy_sharing": args.policy_sharing,
         "prompt_style": args.prompt_style,
         "context_layout": args.context_layout,
+        "workflow_options": args.workflow_options,
         "k": args.k,
         "temperature": args.temperature,
         "top_p": args.top_p,

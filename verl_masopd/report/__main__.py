@@ -3,8 +3,13 @@
   python -m verl_masopd.report --runs RUNS --out DIR [--methods a,b,...] [--curve-tag val/accuracy]
       [--allow-mixed]
 
-DIR/report.md    the main table, one role-specialisation and collaboration table per domain
-DIR/report.json  the same numbers (mean, std, n and the seeds' values per cell) and the curves
+DIR/report.md    the main table, one role-specialisation and collaboration table per domain and,
+                 when evaluations of the search workflow are among them, the QA tables
+                 (qa_systems.py, qa_tables.py: avg@k, pass@k, k/k, sub-EM, relaxed EM, failures
+                 and tokens per dataset and Macro, and the paired bootstrap differences of the
+                 first system with each other one)
+DIR/report.json  the same numbers (mean, std, n and the seeds' values per cell; the QA tables'
+                 values and intervals) and the curves
 DIR/main_table.png  the main table as bars with ± std error bars
 DIR/curves.png   --curve-tag against training step per method (mean, ± std band over seeds)
 
@@ -24,6 +29,9 @@ from verl_masopd.report.curves import method_curves
 from verl_masopd.report.figures import bar_figure, curves_figure
 from verl_masopd.report.layout import find_evaluations, find_event_files
 from verl_masopd.report.markdown import table_markdown
+from verl_masopd.report.qa_markdown import qa_markdown
+from verl_masopd.report.qa_systems import qa_systems
+from verl_masopd.report.qa_tables import qa_tables
 from verl_masopd.report.tables import main_table, method_order, role_table
 
 
@@ -45,6 +53,8 @@ def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: st
     main = main_table(evaluations, order)
     domains = sorted({e.domain for e in evaluations})
     roles = [role_table(evaluations, order, domain) for domain in domains]
+    systems = qa_systems(evaluations, order)
+    qa = qa_tables(systems) if systems else []
     found = method_curves(find_event_files(runs, order), curve_tag)
     curves = {domain: {m: found[domain][m] for m in order if m in found[domain]} for domain in found}
     out.mkdir(parents=True, exist_ok=True)
@@ -59,22 +69,27 @@ def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: st
         "setting_differences": differences,
         "main_table": main.as_dict(),
         "role_tables": {domain: t.as_dict() for domain, t in zip(domains, roles, strict=True)},
+        "qa_systems": list(systems),
+        "qa_tables": [t.as_dict() for t in qa],
         "curve_tag": curve_tag,
         "curves": curves,
         "figures": figures,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "report.md").write_text(report_markdown(report, [main, *roles], curve_tag))
+    (out / "report.md").write_text(report_markdown(report, [main, *roles], qa, curve_tag))
     return report
 
 
-def report_markdown(report: dict, tables: list, curve_tag: str) -> str:
+def report_markdown(report: dict, tables: list, qa: list, curve_tag: str) -> str:
     parts = [f"# Report on {report['runs']}", ""]
     if report["setting_differences"]:
         parts += ["Evaluation settings differ (reported together by --allow-mixed):", ""]
         parts += [f"- {line}" for line in report["setting_differences"]] + [""]
     for table in tables:
         parts += [table_markdown(table)]
+    if qa:
+        parts += [f"QA of the search systems {', '.join(report['qa_systems'])}, per dataset:", ""]
+        parts += [qa_markdown(qa)]
     parts += ["![main table](main_table.png)", ""]
     if "curves.png" in report["figures"]:
         parts += [f"![{curve_tag} against training step](curves.png)", ""]

@@ -1,10 +1,12 @@
 """Evaluations in one report must be comparable: the same sampling and episodes per problem
-everywhere, the same benchmark file (and --limit) per benchmark, the same horizon per workflow
+everywhere, the same benchmark file (and --limit) per benchmark, the same horizon per system
 (SA+ST is the single-agent workflow at horizon 1 by definition, so horizons are compared among
-runs of one workflow)."""
+runs of one workflow with the same options: the search workflow's options fix its horizon, 2
+turns for the cascaded system, 2·max_waves + 2 for the hierarchical one)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from verl_masopd.report.layout import Evaluation
@@ -19,8 +21,14 @@ def setting_differences(evaluations: list[Evaluation]) -> list[str]:
     lines = []
     lines += _differences(evaluations, lambda e: "all runs", [(key, key) for key in EVERYWHERE])
     lines += _differences(evaluations, lambda e: f"benchmark {e.benchmark}", PER_BENCHMARK)
-    lines += _differences(evaluations, lambda e: f"workflow {e.settings['workflow']}", [(k, k) for k in PER_WORKFLOW])
+    lines += _differences(evaluations, system, [(k, k) for k in PER_WORKFLOW])
     return lines
+
+
+def system(e: Evaluation) -> str:
+    """The system an evaluation played, as messages name it: its workflow, and its options if any."""
+    options = e.settings.get("workflow_options")
+    return f"workflow {e.settings['workflow']}" + (f" {json.dumps(options, sort_keys=True)}" if options else "")
 
 
 def check_settings(evaluations: list[Evaluation], allow_mixed: bool) -> list[str]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verl_masopd.report.qa_attempts import QaAttempt, attempts_per_question, by_question
+from verl_masopd.eval.qa_attempts import QaAttempt, attempts_per_question, by_question
 from verl_masopd.report.qa_scores import PER_QUESTION, question_values
 
 DEFAULT_RESAMPLES = 2000

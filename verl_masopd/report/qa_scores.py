@@ -1,7 +1,7 @@
 """The evaluation statistics of a QA search system, per dataset and macro-averaged.
 
 For a dataset of n questions, question i attempted k times, attempt j scored e_ij = EM ∈ {0, 1}
-(s_ij sub-EM, r_ij relaxed EM, f_ij its failure or none; `qa_attempts.py`):
+(s_ij sub-EM, r_ij relaxed EM, f_ij its failure or none; `eval/qa_attempts.py`):
 
   avg_at_k          avg@k = (1 / nk) Σ_i Σ_j e_ij                      mean EM over all attempts
   pass_at_k         pass@k = (1 / n) Σ_i 1[Σ_j e_ij ≥ 1]               share of questions answered at least once
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verl_masopd.report.qa_attempts import FAILURES, QaAttempt, attempts_per_question, by_question
+from verl_masopd.eval.qa_attempts import FAILURES, QaAttempt, attempts_per_question, by_question
 
 PER_QUESTION = ("avg_at_k", "pass_at_k", "all_k")
 METRICS = (

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from verl_masopd.report.qa_attempts import QaAttempt
+from verl_masopd.eval.qa_attempts import QaAttempt
 from verl_masopd.report.qa_bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, paired_differences
 from verl_masopd.report.qa_scores import METRICS, PER_QUESTION, system_scores
 

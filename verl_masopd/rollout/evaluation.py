@@ -21,9 +21,11 @@ async def evaluate(
     batch_size: int,
     on_episode_done: Callable[[EpisodeResult], None] | None = None,
     role_advantage: ScoreRoleAdvantages | None = None,
+    on_group_done: Callable[[RolloutGroup], None] | None = None,
 ) -> list[dict]:
     """Records of `problems` in order, played `batch_size` problems at a time, k episodes each;
-    with `role_advantage`, every turn also records the teacher's Δ̄ per agent."""
+    with `role_advantage`, every turn also records the teacher's Δ̄ per agent. `on_group_done`
+    receives each problem's played group, in the problems' order."""
     records = []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
@@ -33,6 +35,8 @@ async def evaluate(
             records.append(problem_record(manager.workflow, group))
             if advantages is not None:
                 annotate(records[-1], advantages)
+            if on_group_done is not None:
+                on_group_done(group)
     return records
 
 

@@ -4,9 +4,10 @@ accuracy = mean over all episodes of 1[correct]; agreement@t = (episodes that ag
 / (episodes that played turn t); avg_turns = mean number of turns played. The collaboration
 metrics of docs/method.md, "Data and evaluation" that need no teacher (agreed_share, turns_to_agreement,
 revise_rate_at_fault, hold_rate_correct) are defined on their functions below; each is NaN
-when it has no case to average over. A system of one agent (SA+ST, SA+MT) has no agreement: its
-agreement@t, agreed_share and turns_to_agreement are NaN, not 0. The per-role metrics (format
-violations, role advantage Δ) are defined in role_metrics.py.
+when it has no case to average over. A system of one agent (SA+ST, SA+MT) has no agreement, nor
+has a workflow whose `agrees` is False (the search team): their agreement@t, agreed_share and
+turns_to_agreement are NaN, not 0. The per-role metrics (format violations, role advantage Δ)
+are defined in role_metrics.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 from verl_masopd.rollout.role_metrics import role_metrics
 
 
-def summarize(records: list[dict], horizon: int) -> dict:
+def summarize(records: list[dict], horizon: int, agreement: bool = True) -> dict:
+    """The summary row of `records`; `agreement`: the workflow's `agrees`."""
     episodes = [e for r in records for e in r["episodes"]]
     if not episodes:
         raise ValueError("no episodes to summarise")
@@ -28,16 +30,17 @@ def summarize(records: list[dict], horizon: int) -> dict:
         "avg_turns": sum(e["num_turns"] for e in episodes) / len(episodes),
         "failed_generations": sum(e["failed_generations"] for e in episodes),
     }
-    row.update(agreement_metrics(episodes, horizon))
+    row.update(agreement_metrics(episodes, horizon, agreement))
     row["revise_rate_at_fault"] = revise_rate_at_fault(episodes)
     row["hold_rate_correct"] = hold_rate_correct(episodes)
     row.update(role_metrics(episodes))
     return row
 
 
-def agreement_metrics(episodes: list[dict], horizon: int) -> dict:
-    """agreement@t for t < horizon, agreed_share and turns_to_agreement; all NaN for a system of one agent."""
-    if max(len(e["agents"]) for e in episodes) < 2:
+def agreement_metrics(episodes: list[dict], horizon: int, agreement: bool = True) -> dict:
+    """agreement@t for t < horizon, agreed_share and turns_to_agreement; all NaN for a system of
+    one agent or without `agreement`."""
+    if not agreement or max(len(e["agents"]) for e in episodes) < 2:
         names = [f"agreement@{t}" for t in range(horizon)] + ["agreed_share", "turns_to_agreement"]
         return dict.fromkeys(names, float("nan"))
     row = {}

@@ -134,11 +134,14 @@ class Workflow(ABC):
     """One multi-agent (or single-agent) system. Subclasses set `name`, `domain` and `roles`.
 
     `agents` holds every seat the workflow can use (their policies are built at start-up);
-    `starting_agents()` the seats an episode begins with (default: all of them)."""
+    `starting_agents()` the seats an episode begins with (default: all of them). `agrees`: its
+    `step` compares the agents' outputs (`Turn.agreed`); False for a team whose roles do not
+    answer the same thing, whose evaluation then has no agreement metrics."""
 
     name: ClassVar[str]
     domain: ClassVar[str]
     roles: ClassVar[tuple[str, ...]]
+    agrees: ClassVar[bool] = True
 
     def __init__(self, agents_per_role: int = 1, horizon: int = 4):
         if agents_per_role < 1:

@@ -141,6 +141,7 @@ class SearchWorkflow(Workflow):
     name = "search"
     domain = QA
     roles = (LEADER, SEARCHER, ANSWERER)
+    agrees = False
 
     def __init__(
         self,

@@ -1,12 +1,14 @@
 """One attempt of a search system at one QA question: the typed record, its JSON line, its grouping.
 
-The evaluation of the hierarchical search system writes one JSON object per line, one line per
-attempt (the k attempts of a question are k lines):
+An evaluation of the search workflow (`python -m verl_masopd.eval`, eval/qa_episodes.py) writes
+`qa_attempts.jsonl` in its --out folder, one JSON object per line, one line per attempt (the k
+episodes of a question are its k attempts, k lines); the report reads it back:
 
     {"dataset": "nq", "question": "test_17", "attempt": 0, "em": true, "sub_em": true,
      "relaxed_em": true, "failure": null, "tokens_generated": 812, "tokens_read": 3904}
 
-  dataset           the benchmark's name (nq, triviaqa, popqa, hotpotqa, 2wiki, musique, bamboogle)
+  dataset           the benchmark's name, the question's `data_source` (nq, triviaqa, popqa,
+                    hotpotqa, 2wiki, musique, bamboogle)
   question          the question's id, unique within its dataset
   attempt           the attempt's number (an integer ≥ 0), unique within its question
   em, sub_em,       the attempt's answer scored by exact match, sub-exact match and relaxed exact
@@ -16,7 +18,8 @@ attempt (the k attempts of a question are k lines):
                     no candidate answer), "empty_candidate" (an `<answer>` tag with empty content),
                     "untagged" (text without an `<answer>` tag; relaxed EM may still read it)
   tokens_generated  tokens the episode's agents generated, over all their calls (an integer ≥ 0)
-  tokens_read       tokens the episode's agents read as context, over all their calls (an integer ≥ 0)
+  tokens_read       tokens the episode's agents read, over all their calls: each call's context and
+                    the tool observations inside its reply (an integer ≥ 0; eval/qa_episodes.py)
 
 Other fields are ignored, so a line may carry the answer, the golden answers or the transcript.
 Blank lines are skipped. Exact match implies the other two (an answer equal to a golden one
@@ -32,9 +35,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+QA_ATTEMPTS_FILE = "qa_attempts.jsonl"
 FAILURES = ("no_candidate", "empty_candidate", "untagged")
 FIELDS = ("dataset", "question", "attempt", "em", "sub_em", "relaxed_em", "failure", "tokens_generated", "tokens_read")
 
@@ -104,6 +108,13 @@ def read_attempts(path: str | Path) -> list[QaAttempt]:
     """The attempts of a JSON-lines file."""
     with open(path, encoding="utf-8") as f:
         return parse_attempts(f, str(path))
+
+
+def write_attempts(attempts: Iterable[QaAttempt], path: str | Path) -> None:
+    """`attempts` as a JSON-lines file, one object of the FIELDS per line, in order."""
+    with open(path, "w", encoding="utf-8") as f:
+        for a in attempts:
+            f.write(json.dumps(asdict(a)) + "\n")
 
 
 def by_question(attempts: Iterable[QaAttempt]) -> dict[str, dict[str, tuple[QaAttempt, ...]]]:
