@@ -25,6 +25,25 @@ def test_infer_batch_equals_transformers_forward(hf_log_probs, student, tiny_mod
     torch.testing.assert_close(log_probs, hf_log_probs(tiny_model_path, batch), atol=1e-4, rtol=0)
 
 
+def test_entropy_comes_with_the_same_log_probs(hf_log_probs, student, tiny_model_path, make_policy_batch):
+    batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=4)
+    log_probs, entropy = student.log_probs_and_entropy(batch)
+    assert torch.equal(log_probs, student.infer_batch(batch))
+    # H_t = −Σ_v p log p of a plain transformers forward at the response positions, 0 on padding
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="sdpa")
+    tensors = batch.batch
+    with torch.no_grad():
+        logits = model(
+            input_ids=tensors["input_ids"],
+            attention_mask=tensors["attention_mask"],
+            position_ids=tensors["position_ids"],
+        ).logits.float()
+    log_p = torch.log_softmax(logits[:, tensors["prompts"].shape[1] - 1 : -1], dim=-1)
+    expected = -(log_p.exp() * log_p).sum(-1) * tensors["response_mask"]
+    torch.testing.assert_close(entropy, expected, atol=1e-4, rtol=0)
+    assert (entropy[tensors["response_mask"].bool()] > 0).all()
+
+
 def test_forward_only_engine_scores_like_transformers(hf_log_probs, tiny_teacher_path, make_policy_batch):
     teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
     batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=2)

@@ -38,6 +38,10 @@ def test_two_steps_train_every_policy(estimator, domain, extra, trainer_override
         step_losses = {k: v for k, v in metrics.items() if k.endswith("/actor/pg_loss")}
         assert set(step_losses) == {f"{name}/actor/pg_loss" for name in trainer.policies}
         losses.extend(step_losses.values())
+        for role in trainer.workflow.roles:
+            assert metrics[f"actor/{role}/entropy"] > 0
+            if estimator in ("masopd", "opd"):
+                assert math.isfinite(metrics[f"{estimator}/{role}/opd_term"])
     trainer.close()
 
     assert all(math.isfinite(v) for v in losses), losses

@@ -14,6 +14,10 @@ Padding positions (response_mask = 0) get A_k = 0. The returns equal the advanta
 The loss is verl's clipped policy gradient ("vanilla"), token-mean, no KL, no reward term.
 PAC acts upstream: it changes the teacher contexts x_q, not this formula.
 
+The diagnostics (diagnostics.py) log the parts of A_k per role and token class, from
+`masopd_token_terms` / `opd_token_terms`: opd_term s_k, ras_term β · clip(Δ_k, −c, c) (their sum
+is A_k) and clip_share 1[|Δ_k| > c].
+
 Config keys: algorithm.masopd.ras_coef β (1.0; 0 turns RAS off), algorithm.masopd.ras_clip c
 (5.0), algorithm.masopd.num_contrast_roles κ (1, the size of C_r).
 """
@@ -60,6 +64,34 @@ def opd_signal(teacher_log_probs: torch.Tensor, student: torch.Tensor, response_
 def role_advantage(teacher_log_probs: torch.Tensor, teacher_contrast_log_probs: torch.Tensor) -> torch.Tensor:
     """Δ_k = ℓT_k(r) − mean_{q∈C_r} ℓT_k(q); contrast scores have shape [B, κ, R]."""
     return teacher_log_probs - teacher_contrast_log_probs.mean(dim=1)
+
+
+def _student(data) -> torch.Tensor:
+    """ℓS of a DataProto's batch, as the estimators read it."""
+    present = data.batch.keys()
+    return student_log_probs(
+        data.batch["old_log_probs"] if "old_log_probs" in present else None,
+        data.batch["rollout_log_probs"] if "rollout_log_probs" in present else None,
+    )
+
+
+def masopd_token_terms(data, options: MasopdOptions) -> dict[str, torch.Tensor]:
+    """The parts of A_k at every position of `data` [B, R]: opd_term s_k, ras_term
+    β · clip(Δ_k, −c, c) and clip_share 1[|Δ_k| > c] (its mean is the share of clipped tokens)."""
+    mask = data.batch["response_mask"].float()
+    teacher = data.batch["teacher_log_probs"]
+    delta = role_advantage(teacher, data.batch["teacher_contrast_log_probs"])
+    return {
+        "opd_term": opd_signal(teacher, _student(data), mask),
+        "ras_term": options.ras_coef * delta.clamp(-options.ras_clip, options.ras_clip) * mask,
+        "clip_share": (delta.abs() > options.ras_clip).float() * mask,
+    }
+
+
+def opd_token_terms(data, options=None) -> dict[str, torch.Tensor]:
+    """opd_term s_k = A_k at every position of `data` [B, R] (opd has no options)."""
+    mask = data.batch["response_mask"].float()
+    return {"opd_term": opd_signal(data.batch["teacher_log_probs"], _student(data), mask)}
 
 
 @register_adv_est("masopd")

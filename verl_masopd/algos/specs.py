@@ -9,6 +9,8 @@ that the estimation (estimate.py) and the trainer hold no estimator names:
     steps         `from_rollout(groups, workflow)`: meta_info entries built from the step's
                   rollout groups (before the batch-side steps); `prepare(data, settings)`: derived
                   inputs; `finish(advantages, returns, inputs)`: post-processing (a `Finished`)
+    diagnostics   `token_terms(data, options)`: the per-token parts of A_k [B, R] by name, which
+                  diagnostics.py logs per role and token class (never read by the loss)
     options       its `algorithm.<section>` dataclass, and which option overrides the actor's
                   gradient clip or gives the teacher's number of contrasting roles κ
     baseline      `group_baseline`: a mean over a group's rows, over its episodes, or none
@@ -51,7 +53,7 @@ from verl_masopd.algos.cure_matrix import cure_matrices
 from verl_masopd.algos.grpo import GrpoOptions, finish_grpo, prepare_grpo
 from verl_masopd.algos.magrpo import MagrpoOptions
 from verl_masopd.algos.marft import MarftOptions
-from verl_masopd.algos.masopd import MasopdOptions
+from verl_masopd.algos.masopd import MasopdOptions, masopd_token_terms, opd_token_terms
 from verl_masopd.algos.options import read_options
 from verl_masopd.algos.per_role import PER_ROLE, role_entries
 from verl_masopd.algos.rewards import RewardWeights
@@ -92,6 +94,7 @@ class EstimatorSpec:
     from_rollout: Callable[[Any, Any], dict] | None = None
     prepare: Callable[[Any, "EstimatorSettings"], dict] | None = None
     finish: Callable[[Any, Any, dict], Any] | None = None
+    token_terms: Callable[[Any, Any], dict] | None = None
     grad_clip_option: str | None = None
     contrast_roles_option: str | None = None
     group_baseline: str | None = None
@@ -114,6 +117,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             fields=("teacher_log_probs", "teacher_contrast_log_probs"),
             optional_fields=STUDENT_LOG_PROBS,
             contrast_roles_option="num_contrast_roles",
+            token_terms=masopd_token_terms,
         ),
         EstimatorSpec(
             "opd",
@@ -123,6 +127,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             required_keys=("teacher.model_path",),
             fields=("teacher_log_probs",),
             optional_fields=STUDENT_LOG_PROBS,
+            token_terms=opd_token_terms,
         ),
         EstimatorSpec(
             "grpo",

@@ -8,6 +8,7 @@ response tokens, [B, R].
 
     engine = PolicyEngine.local(EngineSettings(model_path=path, lr=1e-5))
     log_probs = engine.infer_batch(batch)                        # log pi(y_t | x, y_<t), 0 on padding
+    log_probs, entropy = engine.log_probs_and_entropy(batch)     # and H_t of pi(. | x, y_<t)
     metrics = engine.train_mini_batch(batch, policy_loss("vanilla"))
     weights = engine.hf_state_dict()                             # HF names, for a generation backend
 
@@ -289,11 +290,22 @@ class PolicyEngine:
     def infer_batch(self, batch: DataProto, temperature: float = 1.0) -> torch.Tensor:
         """log pi(y_t | context, y_<t) of every response token, from logits / temperature:
         [B, R] float32, 0 where response_mask is 0."""
+        return self._forward(batch, temperature, entropy=False)[0]
+
+    def log_probs_and_entropy(self, batch: DataProto, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """`infer_batch`'s log-probs and, from the same forward pass, the policy's entropy at every
+        response position, H_t = −Σ_v pi(v | context, y_<t) log pi(v | context, y_<t) (verl's
+        calculate_entropy, as verl's trainer computes it with the old log-probs): both [B, R]
+        float32, 0 where response_mask is 0. The log-probs are those `infer_batch` returns."""
+        return self._forward(batch, temperature, entropy=True)
+
+    def _forward(self, batch: DataProto, temperature: float, entropy: bool) -> tuple[torch.Tensor, ...]:
         td = _to_engine_input(batch, (), temperature)
-        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False)
+        tu.assign_non_tensor(td, calculate_entropy=entropy, compute_loss=False)
         output = self._call("infer_batch", td)
-        log_probs = no_padding_2_padding(tu.get(output, "log_probs"), td).float()
-        return log_probs * batch.batch["response_mask"].to(log_probs.dtype)
+        keys = ("log_probs", "entropy") if entropy else ("log_probs",)
+        mask = batch.batch["response_mask"].float()
+        return tuple(no_padding_2_padding(tu.get(output, key), td).float() * mask for key in keys)
 
     def train_mini_batch(
         self,

@@ -42,8 +42,7 @@ def to_dataproto(
     groups: Sequence[RolloutGroup], policy: str | None, max_prompt_len: int, max_response_len: int, pad_id: int
 ) -> DataProto:
     """The rows of `policy`'s samples in `groups` (every policy's when None, one joint batch),
-    with team/local rewards from each judgement; "uid" is the row's group key and
-    "response_ids" the sample's kept response tokens (a list, as `responses` holds them padded).
+    with team/local rewards from each judgement; "uid" is the row's group key.
 
     team_reward = judgement.team; local_reward = judgement.local[(turn, agent)].value, and
     local_mask = 1 when that reward exists with mask True (else local_reward = 0, local_mask = 0).

@@ -6,10 +6,13 @@ One step (docs/design.md, "One training step"):
   2. teacher     role-conditioned teacher scores of the records under every role condition, with
                  the PAC block after a conflict (masopd, opd), written into the samples
   3. batch       the records flattened once into one joint DataProto (rollout/batch.py)
-  4. log-probs   ℓS from each policy's engine (old_log_probs); the reference policy's (cure);
-                 the centralised critic's values of every observation (marft)
-  5. advantage   algos.compute_advantages for algorithm.adv_estimator (its spec's steps; rows it
-                 drops are marked batch["trainable"] = false)
+  4. log-probs   ℓS from each policy's engine (old_log_probs) with the policy's entropy at each
+                 response position; the reference policy's (cure); the centralised critic's values
+                 of every observation (marft)
+  5. advantage   the diagnostics' token classes (batch["token_class"], algos/token_classes.py) and
+                 actor/<role>/entropy; algos.compute_advantages for algorithm.adv_estimator (its
+                 spec's steps; rows it drops are marked batch["trainable"] = false), with the
+                 advantage diagnostics (algos/diagnostics.py); neither reaches the loss
   6. update      one verl engine update per policy on its own rows (and the critic head)
   7. sync        each policy's new weights pushed to its generation backend
 Validation every `trainer.test_freq` steps with the evaluation sampling; atomic checkpoints every
@@ -33,7 +36,9 @@ from transformers import AutoTokenizer
 from verl import DataProto
 
 from verl_masopd.algos import compute_advantages
+from verl_masopd.algos.diagnostics import entropy_metrics
 from verl_masopd.algos.marft_critic import MarftCritic
+from verl_masopd.algos.token_classes import TokenClassifier
 from verl_masopd.config_errors import require
 from verl_masopd.engine.policy import Policy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
@@ -100,6 +105,7 @@ class Trainer:
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         )
+        self.token_classes = TokenClassifier(self.tokenizer)
         domain = self.run.workflow.domain
         self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
@@ -237,15 +243,23 @@ class Trainer:
         metrics.update(self._rollout_metrics(results, batch))
         with _timed(timings, "log_prob"):
             old = torch.zeros_like(batch.batch["rollout_log_probs"])
+            entropy = torch.zeros_like(old)
             for name, policy in self.policies.items():
                 if len(rows[name]):
-                    old[rows[name]] = policy.engine.infer_batch(batch.select_idxs(rows[name]))
+                    old[rows[name]], entropy[rows[name]] = policy.engine.log_probs_and_entropy(
+                        batch.select_idxs(rows[name])
+                    )
             batch.batch["old_log_probs"] = old
             if self.reference is not None:
                 batch.batch["ref_log_prob"] = self.reference.infer_batch(batch)
             if self.critic is not None:
                 features = self._critic_features(batch)
                 batch.batch["critic_values"] = self.critic.values(features)
+        with _timed(timings, "diagnostics"):
+            responses = batch.batch["responses"]
+            lengths = batch.batch["attention_mask"][:, -responses.shape[1] :].sum(-1)
+            batch.batch["token_class"] = self.token_classes.batch(responses, lengths)
+            metrics.update(entropy_metrics(entropy, batch))
         with _timed(timings, "advantage"):
             batch = compute_advantages(batch, self.estimator, groups, self.workflow)
             metrics.update(batch.meta_info["advantage_metrics"])

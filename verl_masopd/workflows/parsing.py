@@ -11,7 +11,7 @@ from dataclasses import dataclass
 MAX_RESPONSE_CHARS = 100_000
 PYTHON_TAGS = ("python", "py", "python3")
 
-_FENCE_OPEN = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)")
+FENCE_OPEN = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)")
 _ALLOWED_CONTROL = frozenset("\t\n\r\x0b\x0c")
 
 
@@ -45,7 +45,7 @@ def fenced_blocks(text: str) -> list[Block]:
     body: list[str] = []
     for line in text.split("\n"):
         if tag is None:
-            opening = _FENCE_OPEN.match(line)
+            opening = FENCE_OPEN.match(line)
             if opening:
                 tag, body = opening.group(1).lower(), []
         elif line.strip() == "```":
