@@ -9,7 +9,7 @@ One step (docs/design.md, "One training step"):
   4. log-probs   ℓS from each policy's engine (old_log_probs) with the policy's entropy at each
                  response position; the reference policy's (cure); the centralised critic's values
                  of every observation (marft)
-  5. advantage   the diagnostics' token classes (batch["token_class"], algos/token_classes.py) and
+  5. advantage   the diagnostics' token classes (compact prompts: batch["token_class"], algos/token_classes.py) and
                  actor/<role>/entropy; algos.compute_advantages for algorithm.adv_estimator (its
                  spec's steps; rows it drops are marked batch["trainable"] = false), with the
                  advantage diagnostics (algos/diagnostics.py); neither reaches the loss
@@ -105,7 +105,9 @@ class Trainer:
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         )
-        self.token_classes = TokenClassifier(self.tokenizer)
+        # per-class diagnostics for the compact replies of the tiny world (about 0.65 µs a token)
+        compact = self.run.workflow.prompt_style == "compact"
+        self.token_classes = TokenClassifier(self.tokenizer) if compact else None
         domain = self.run.workflow.domain
         self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
@@ -256,9 +258,10 @@ class Trainer:
                 features = self._critic_features(batch)
                 batch.batch["critic_values"] = self.critic.values(features)
         with _timed(timings, "diagnostics"):
-            responses = batch.batch["responses"]
-            lengths = batch.batch["attention_mask"][:, -responses.shape[1] :].sum(-1)
-            batch.batch["token_class"] = self.token_classes.batch(responses, lengths)
+            if self.token_classes is not None:
+                responses = batch.batch["responses"]
+                lengths = batch.batch["attention_mask"][:, -responses.shape[1] :].sum(-1)
+                batch.batch["token_class"] = self.token_classes.batch(responses, lengths)
             metrics.update(entropy_metrics(entropy, batch))
         with _timed(timings, "advantage"):
             batch = compute_advantages(batch, self.estimator, groups, self.workflow)
