@@ -1,13 +1,15 @@
 """The tiny world of the recipes' CPU mode and the quickstart: shipped tiny models, generated problems.
 
-    eval "$(python recipes/tiny_world.py --cache DIR --domain math)"
+    eval "$(python recipes/tiny_world.py --cache DIR --domain math|code|qa)"
 
 Prints shell `export` lines for the recipe's variables:
   STUDENT_MODEL        the domain's shipped student (the teacher fine-tuned with a role confusion)
   TEACHER_MODEL        the domain's shipped tiny teacher
   TRAIN_FILES          the first --train problems of the domain's task family (math: the arithmetic
-                       ladder; code: templated stdin problems)
+                       ladder; code: templated stdin problems; qa: the search world's one- and
+                       two-hop questions)
   VAL_FILES            the next --heldout problems, never seen in training
+  RETRIEVER            qa only: the BM25 index folder of the search world's corpus
   MASOPD_PROMPT_STYLE  the workflow.prompt_style the models were built for (compact)
 Shipped models are checked against their manifest first (a mismatch stops with the file named and
 the rebuild command). A variable already set in the environment wins: it is not printed.
@@ -26,6 +28,17 @@ from verl_masopd.tiny_world.weights import WeightsError
 
 
 def world_exports(cache: Path, domain: str, train: int, heldout: int) -> dict[str, str]:
+    if domain == "qa":
+        paths = world.models("search")
+        data = world.ensure_search_data(cache / "data", train, heldout)
+        return {
+            "STUDENT_MODEL": paths["student"],
+            "TEACHER_MODEL": paths["teacher"],
+            "TRAIN_FILES": str(data["train"]),
+            "VAL_FILES": str(data["heldout"]),
+            "RETRIEVER": str(data["index"]),
+            "MASOPD_PROMPT_STYLE": world.PROMPT_STYLE,
+        }
     paths = world.models(domain)
     train_file, heldout_file = world.ensure_data(cache / "data", domain, train, heldout)
     return {
@@ -40,7 +53,7 @@ def world_exports(cache: Path, domain: str, train: int, heldout: int) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", required=True, help="cache folder (data/ and models/ are made in it)")
-    parser.add_argument("--domain", required=True, choices=("code", "math"))
+    parser.add_argument("--domain", required=True, choices=("code", "math", "qa"))
     parser.add_argument("--train", type=int, default=512, help="training problems (default 512)")
     parser.add_argument("--heldout", type=int, default=400, help="held-out problems (default 400)")
     args = parser.parse_args(argv)

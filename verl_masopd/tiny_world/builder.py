@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations
 from verl_masopd.tiny_world.demos import MathDemonstrations
-from verl_masopd.tiny_world.pretrain import WORLD_SIZE, Schedule, collate
+from verl_masopd.tiny_world.pretrain import SEARCH_SIZE, WORLD_SIZE, Schedule, collate
+from verl_masopd.tiny_world.search_demos import SearchDemonstrations
+from verl_masopd.workflows.search import CASCADED, HIERARCHICAL
 
 FINGERPRINT_BATCHES = 2
 
@@ -38,7 +40,13 @@ class Recipe:
         raise ValueError(f"no tiny-world recipe for domain {self.domain!r}")
 
     def draws(self, tokenizer) -> tuple:
-        """The teacher's and the student's demonstration draws."""
+        """The teacher's and the student's demonstration draws; search: the teacher's of the
+        cascaded system, the student's of the hierarchical one."""
+        if self.domain == "search":
+            return (
+                SearchDemonstrations(tokenizer, CASCADED).draw,
+                SearchDemonstrations(tokenizer, HIERARCHICAL, self.schedule.role_confusion).draw,
+            )
         return (
             self.demonstrations(tokenizer).draw,
             self.demonstrations(tokenizer, self.schedule.role_confusion).draw,
@@ -65,6 +73,12 @@ class Recipe:
 RECIPES = {
     "math": Recipe("math", seed=0, schedule=Schedule(steps=8000, student_steps=200, role_confusion=0.7)),
     "code": Recipe("code", seed=0, schedule=Schedule(steps=8000, student_steps=200, role_confusion=0.7)),
+    "search": Recipe(
+        "search",
+        seed=0,
+        schedule=Schedule(steps=5000, student_steps=400, role_confusion=0.7, student_lr=1e-3, threads=1),
+        size=dict(SEARCH_SIZE),
+    ),
 }
 
 

@@ -2,11 +2,13 @@
 
 One run from `seed`: a Qwen3-architecture model of `WORLD_SIZE` (~0.33M parameters, the
 project's byte-level tokenizer; at a fixed CPU budget the smallest of the probed sizes learnt the
-most) learns replies given contexts, with the loss on reply tokens only,
+most; the search world's `SEARCH_SIZE`, ~0.46M, has heads of 32) learns replies given contexts,
+with the loss on reply tokens only,
 
-    L(θ) = − Σ_{(x, y) ∈ batch} Σ_k log π_θ(y_k | x, y_<k) / Σ_{(x, y) ∈ batch} |y|,
+    L(θ) = − Σ_{(x, y) ∈ batch} Σ_{k ∈ T(y)} log π_θ(y_k | x, y_<k) / Σ_{(x, y) ∈ batch} |T(y)|,
 
-on a fresh batch of demonstrations every step (AdamW, linear warm-up then cosine decay to a tenth,
+T(y) the reply's generated positions (all of them but the tool observations inside a reply), on a
+fresh batch of demonstrations every step (AdamW, linear warm-up then cosine decay to a tenth,
 bf16 autocast). The run's state after `steps` is the teacher. The student continues from it for
 `student_steps` more on the student's demonstrations (the same tasks with a share
 `role_confusion` of one role's replies in the other role's format) at the constant rate
@@ -38,6 +40,15 @@ WORLD_SIZE = dict(
     num_key_value_heads=2,
     head_dim=16,
 )
+# the search world's, ~0.46M parameters: heads of 32 (vLLM's CPU attention needs a head size of at least 32)
+SEARCH_SIZE = dict(
+    hidden_size=96,
+    intermediate_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=3,
+    num_key_value_heads=1,
+    head_dim=32,
+)
 
 
 @dataclass(frozen=True)
@@ -65,13 +76,26 @@ class Schedule:
         return self.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
+def reply_tokens(tokenizer, demo) -> tuple[list[int], list[int]]:
+    """A demonstration's reply ids and labels, ending in the end-of-reply token. A demonstration
+    with `segments` ((token ids, trained) pieces: generated text and tool observations, encoded
+    each on its own as the rollout does) has its untrained pieces' labels ignored; otherwise the
+    whole reply is trained."""
+    segments = getattr(demo, "segments", None) or ((tokenizer.encode(demo.reply, add_special_tokens=False), True),)
+    ids, labels = [], []
+    for piece, trained in segments:
+        ids += piece
+        labels += piece if trained else [IGNORE] * len(piece)
+    return ids + [tokenizer.eos_token_id], labels + [tokenizer.eos_token_id]
+
+
 def collate(tokenizer, demonstrations) -> dict[str, torch.Tensor]:
-    """Right-padded input ids, attention mask and labels (context positions ignored)."""
+    """Right-padded input ids, attention mask and labels (context and observation positions ignored)."""
     rows = []
     for demo in demonstrations:
         context = encode_messages(tokenizer, demo.messages)
-        reply = tokenizer.encode(demo.reply, add_special_tokens=False) + [tokenizer.eos_token_id]
-        rows.append((context + reply, [IGNORE] * len(context) + reply))
+        reply, labels = reply_tokens(tokenizer, demo)
+        rows.append((context + reply, [IGNORE] * len(context) + labels))
     width = max(len(ids) for ids, _ in rows)
     pad = tokenizer.pad_token_id
     return {

@@ -1,8 +1,10 @@
 """The files a run on the tiny world uses: the verified shipped models and the train / held-out
-parquet files of a domain, and the held-out accuracy per ladder level of an evaluation.
+parquet files of a domain (the search world's also its corpus and BM25 index), and the held-out
+accuracy per ladder level of an evaluation.
 
 Training problems are [0, train) of the task family, held-out problems
-[HELDOUT_START, HELDOUT_START + heldout): disjoint index ranges.
+[HELDOUT_START, HELDOUT_START + heldout): disjoint index ranges. The search world's models are
+`models("search")`, its questions the `qa` domain's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from data_prep.writer import write_rows
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.code_tasks import code_rows
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START, math_rows
+from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import verified_models
 
 PROMPT_STYLE = "compact"
@@ -39,6 +42,16 @@ def ensure_data(folder: Path, domain: str, train: int, heldout: int) -> tuple[Pa
         if not path.exists():
             write_rows(task_rows(domain, start, count, split), path)
     return files[0][0], files[1][0]
+
+
+def ensure_search_data(folder: Path, train: int, heldout: int) -> dict[str, Path]:
+    """The search world under `folder / f"search_train{train}_heldout{heldout}"`: "train" and
+    "heldout" parquet files and the BM25 "index" folder (search_tasks.write_search_data)."""
+    out = folder / f"search_train{train}_heldout{heldout}"
+    paths = {"train": out / "train.parquet", "heldout": out / "heldout.parquet", "index": out / "index"}
+    if not all(path.exists() for path in paths.values()):
+        write_search_data(out, train, heldout, index=True)
+    return paths
 
 
 def models(domain: str) -> dict[str, str]:
