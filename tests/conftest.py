@@ -199,3 +199,27 @@ def _children_running(marker: str) -> list:
 def children_running():
     """`children_running(marker)`: live child processes whose command line contains `marker`."""
     return _children_running
+
+
+# Four passages in wiki-18's layout, two countries, their capitals and the capitals' rivers: the
+# search tests' corpus (one-hop "capital of Arland", two-hop "river of the capital of Arland").
+TOY_PASSAGES = [
+    ("0", '"Arland"\nArland is a country. Its capital is Bex.'),
+    ("1", '"Bex"\nBex is a city on the river Tol.'),
+    ("2", '"Corvin"\nCorvin is a country. Its capital is Dun.'),
+    ("3", '"Dun"\nDun is a city on the river Mir.'),
+]
+
+
+@pytest.fixture(scope="session")
+def toy_search_index(tmp_path_factory) -> str:
+    """The folder of a real BM25 index (verl_masopd.retrieval) over TOY_PASSAGES."""
+    import json
+
+    from verl_masopd.retrieval import build_index
+
+    folder = tmp_path_factory.mktemp("toy-search")
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "contents": c}) + "\n" for i, c in TOY_PASSAGES))
+    build_index(corpus, folder / "index")
+    return str(folder / "index")

@@ -19,16 +19,9 @@ import pytest
 from data_prep.schema import qa_row
 from data_prep.writer import write_rows
 from verl_masopd.eval.qa_attempts import FIELDS, QA_ATTEMPTS_FILE, read_attempts
-from verl_masopd.retrieval import build_index
 
 pytestmark = pytest.mark.integration
 
-PASSAGES = [
-    ("0", '"Arland"\nArland is a country. Its capital is Bex.'),
-    ("1", '"Bex"\nBex is a city on the river Tol.'),
-    ("2", '"Corvin"\nCorvin is a country. Its capital is Dun.'),
-    ("3", '"Dun"\nDun is a city on the river Mir.'),
-]
 # (dataset, uid, question, answer)
 QUESTIONS = [
     ("toy", "q0", "What is the capital of Arland?", "Bex"),
@@ -46,9 +39,6 @@ SYSTEMS = {
 @pytest.fixture(scope="module")
 def qa_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qa-eval")
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "contents": c}) + "\n" for i, c in PASSAGES))
-    build_index(corpus, folder / "index")
     rows = [
         qa_row(data_source=d, uid=uid, split="test", question=q, answers=[a], metadata={}) for d, uid, q, a in QUESTIONS
     ]
@@ -90,12 +80,12 @@ def check_attempts(out, method: str) -> list[dict]:
     return lines
 
 
-def test_search_evaluations_and_their_qa_report(qa_data, tiny_model_path, tmp_path):
+def test_search_evaluations_and_their_qa_report(qa_data, toy_search_index, tiny_model_path, tmp_path):
     runs = tmp_path / "runs"
     attempts = {}
     for method, (horizon, options) in SYSTEMS.items():
         out = runs / method / "seed0" / "eval" / "qa"
-        flags = [x for o in [f"retriever={qa_data / 'index'}", *options] for x in ("--workflow-option", o)]
+        flags = [x for o in [f"retriever={toy_search_index}", *options] for x in ("--workflow-option", o)]
         done = run(
             "verl_masopd.eval", "--data", str(qa_data / "qa.parquet"), "--model", tiny_model_path,
             "--workflow", "search", "--horizon", str(horizon), "--k", str(K),
@@ -104,7 +94,7 @@ def test_search_evaluations_and_their_qa_report(qa_data, tiny_model_path, tmp_pa
         assert done.returncode == 0, done.stderr[-3000:]
         attempts[method] = check_attempts(out, method)
         settings = json.loads((out / "settings.json").read_text())
-        assert settings["workflow_options"]["retriever"] == str(qa_data / "index")
+        assert settings["workflow_options"]["retriever"] == toy_search_index
         [row] = list(csv.DictReader(open(out / "summary.csv")))
         assert float(row["accuracy"]) == sum(a["em"] for a in attempts[method]) / len(attempts[method])
         assert math.isnan(float(row["agreement@0"]))  # the search team does not agree: no agreement metric

@@ -180,16 +180,6 @@ SEARCH = {
 }
 
 
-@pytest.fixture(scope="module")
-def search_index(tmp_path_factory):
-    from verl_masopd.retrieval import build_index
-
-    folder = tmp_path_factory.mktemp("search-index")
-    (folder / "corpus.jsonl").write_text('{"id": "0", "contents": "\\"Arland\\"\\nArland is a country."}\n')
-    build_index(folder / "corpus.jsonl", folder / "index")
-    return str(folder / "index")
-
-
 def test_the_search_recipe_needs_a_retriever(tiny_model_path, builtin_data):
     result = recipe("multiagent_opd.sh", STUDENT_MODEL=tiny_model_path, TRAIN_FILES=builtin_data["math"])
     assert result.returncode == 2
@@ -197,7 +187,7 @@ def test_the_search_recipe_needs_a_retriever(tiny_model_path, builtin_data):
 
 
 @pytest.mark.parametrize("name", sorted(SEARCH))
-def test_search_recipe_composes_its_roles(name, search_index, tiny_model_path, tiny_teacher_path, tmp_path):
+def test_search_recipe_composes_its_roles(name, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path):
     """The recipe's trainer arguments compose into the search workflow with each role's estimator."""
     from data_prep.schema import qa_row
     from data_prep.writer import write_rows
@@ -214,7 +204,7 @@ def test_search_recipe_composes_its_roles(name, search_index, tiny_model_path, t
         STUDENT_MODEL=tiny_model_path,
         TEACHER_MODEL=tiny_teacher_path,
         TRAIN_FILES=str(train),
-        RETRIEVER=search_index,
+        RETRIEVER=toy_search_index,
     )
     assert result.returncode == 0, result.stderr
     run = validate_config(compose_config(captured.read_text().splitlines()[2:]))

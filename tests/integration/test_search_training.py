@@ -5,7 +5,6 @@ shared policy. The teacher scores the Searchers' rows only; every role's rows tr
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -15,7 +14,6 @@ from transformers import AutoModelForCausalLM
 from data_prep.schema import qa_row
 from data_prep.writer import write_rows
 from verl_masopd.config import compose_config
-from verl_masopd.retrieval import build_index
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
@@ -24,21 +22,12 @@ from verl_masopd.workflows.search import PAPER_INSTRUCTIONS
 
 pytestmark = pytest.mark.integration
 
-PASSAGES = [
-    ("0", '"Arland"\nArland is a country. Its capital is Bex.'),
-    ("1", '"Bex"\nBex is a city on the river Tol.'),
-    ("2", '"Corvin"\nCorvin is a country. Its capital is Dun.'),
-    ("3", '"Dun"\nDun is a city on the river Mir.'),
-]
 QUESTIONS = [("What is the capital of Arland?", "Bex"), ("What is the capital of Corvin?", "Dun")]
 
 
 @pytest.fixture(scope="module")
 def search_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("search-data")
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "contents": c}) + "\n" for i, c in PASSAGES))
-    build_index(corpus, folder / "index")
     rows = [
         qa_row(data_source="toy", uid=f"q{i}", split="train", question=q, answers=[a], metadata={})
         for i, (q, a) in enumerate(QUESTIONS)
@@ -88,7 +77,9 @@ class SearchMixBackend:
         return Generation(ids, log_probs.tolist(), STOP)
 
 
-def test_two_steps_of_role_selective_supervision(search_data, tiny_model_path, tiny_teacher_path, tmp_path):
+def test_two_steps_of_role_selective_supervision(
+    search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path
+):
     cfg = compose_config(
         [
             "preset=cpu",
@@ -103,7 +94,7 @@ def test_two_steps_of_role_selective_supervision(search_data, tiny_model_path, t
             "workflow.domain=qa",
             "workflow.horizon=4",
             "workflow.policy_sharing=shared",
-            f"+workflow.options.retriever={search_data / 'index'}",
+            f"+workflow.options.retriever={toy_search_index}",
             "+workflow.options.max_waves=1",
             "+workflow.options.max_searchers_per_wave=2",
             "+workflow.options.answer_candidates=2",

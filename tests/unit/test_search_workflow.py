@@ -5,11 +5,9 @@ token, the Answerer's candidates and their rewards, and every malformed output a
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
-from verl_masopd.retrieval import build_index
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.batch import to_dataproto
 from verl_masopd.rollout.manager import RolloutManager
@@ -19,22 +17,12 @@ from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.search import NO_CANDIDATE, NO_SUMMARY, UNTAGGED, SearchWorkflow, reports
 from verl_masopd.workflows.tools import OVER_BUDGET
 
-PASSAGES = [
-    ("0", '"Arland"\nArland is a country. Its capital is Bex.'),
-    ("1", '"Bex"\nBex is a city on the river Tol.'),
-    ("2", '"Corvin"\nCorvin is a country. Its capital is Dun.'),
-    ("3", '"Dun"\nDun is a city on the river Mir.'),
-]
 QUESTION = Problem(uid="q0", domain="qa", statement="Which river is the capital of Arland on?", answers=("Tol",))
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("search")
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "contents": c}) + "\n" for i, c in PASSAGES))
-    build_index(corpus, folder / "index")
-    return str(folder / "index")
+@pytest.fixture
+def index(toy_search_index):
+    return toy_search_index
 
 
 class Scripted:

@@ -286,7 +286,7 @@ class Trainer:
         records = asyncio.run(evaluate(self.val_manager, self.val_problems, k, self.run.data.train_batch_size))
         return {
             f"val/{key}": value
-            for key, value in summarize(records, self.run.workflow.horizon, self.val_manager.workflow.agrees).items()
+            for key, value in summarize(records, self.run.workflow.horizon, self.workflow.agrees).items()
             if isinstance(value, int | float)
         }
 

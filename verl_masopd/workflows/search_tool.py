@@ -61,21 +61,23 @@ class SearchTool(Tool):
         self.stop = (f"</{search_tag}>",)
         super().__init__(max_calls, max_observation_tokens, timeout_s)
         self.retriever = retriever
-        self.open, self.close = f"<{search_tag}>", f"</{search_tag}>"
+        self.opening, self.closing = f"<{search_tag}>", f"</{search_tag}>"
         self.information_tag = information_tag
 
     def query(self, reply: str) -> str | None:
         """The query of the call that ends `reply`: the text between its last opening tag and the
         closing tag after it; None without an opening tag."""
-        end = reply.rfind(self.close)
+        end = reply.rfind(self.closing)
         head = reply[:end] if end >= 0 else reply
-        start = head.rfind(self.open)
-        return None if start < 0 else head[start + len(self.open) :].strip()
+        start = head.rfind(self.opening)
+        return None if start < 0 else head[start + len(self.opening) :].strip()
 
     def run(self, reply: str) -> Observation:
         tag = self.information_tag
         query = self.query(reply)
         if query is None:
-            return Observation(f"\n\n<{tag}>No query: write it as {self.open}query{self.close}.</{tag}>\n\n", NO_QUERY)
+            return Observation(
+                f"\n\n<{tag}>No query: write it as {self.opening}query{self.closing}.</{tag}>\n\n", NO_QUERY
+            )
         [found] = self.retriever.search([query])
         return Observation(f"\n\n<{tag}>{found.observation}</{tag}>\n\n", found.outcome)
