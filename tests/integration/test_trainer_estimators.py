@@ -21,10 +21,19 @@ CASES = [
     ("marft", "math", ()),
     ("cure", "code", ("workflow.policy_sharing=shared", "workflow.horizon=1")),
     ("at_grpo", "code", ("rollout.tree_sampling=true",)),
+    # GRPO + OPD: the teacher's k3 term on GRPO's advantage (distillation.distillation_loss)
+    (
+        "grpo",
+        "math",
+        ("distillation.distillation_loss.use_task_rewards=true", "distillation.distillation_loss.loss_mode=k3"),
+    ),
 ]
+TASK_DISTILLATION = "distillation.distillation_loss.use_task_rewards=true"
 
 
-@pytest.mark.parametrize(("estimator", "domain", "extra"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("estimator", "domain", "extra"), CASES, ids=[c[0] + ("+opd" if TASK_DISTILLATION in c[2] else "") for c in CASES]
+)
 def test_two_steps_train_every_policy(estimator, domain, extra, trainer_overrides, scripted_backends, tiny_model_path):
     cfg = compose_config(
         trainer_overrides(domain, f"algorithm.adv_estimator={estimator}", "trainer.save_freq=-1", *extra)
@@ -42,6 +51,9 @@ def test_two_steps_train_every_policy(estimator, domain, extra, trainer_override
             assert metrics[f"actor/{role}/entropy"] > 0
             if estimator in ("masopd", "opd"):
                 assert math.isfinite(metrics[f"{estimator}/{role}/opd_term"])
+            if TASK_DISTILLATION in extra:
+                assert math.isfinite(metrics[f"{estimator}/{role}/distillation_term"])
+                assert metrics[f"{estimator}/{role}/distillation_term"] <= 0  # −k3 ≤ 0
     trainer.close()
 
     assert all(math.isfinite(v) for v in losses), losses

@@ -7,7 +7,8 @@ Over the response tokens (response_mask = 1) of the rows that enter the loss (tr
     <estimator>/<r>/<term>           mean_k of each per-token part of A_k that role r's estimator
                                      declares (its spec's `token_terms`; masopd: opd_term s_k,
                                      ras_term β·clip(Δ_k, −c, c), clip_share 1[|Δ_k| > c]; opd:
-                                     opd_term), and <estimator>/<r>/<class>/<term> over the tokens
+                                     opd_term; a reward estimator with the OPD term:
+                                     distillation_term λ·d_k), and <estimator>/<r>/<class>/<term> over the tokens
                                      of each class of token_classes.py (batch["token_class"],
                                      when the trainer set it)
 The trainer adds, over the response tokens of every row (`entropy_metrics`):
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 from verl import DataProto
 
+from verl_masopd.algos.masopd import task_distillation_term
 from verl_masopd.algos.token_classes import TOKEN_CLASSES
 
 
@@ -73,12 +75,14 @@ def token_term_metrics(data: DataProto, estimator, mask: torch.Tensor) -> dict[s
     served: dict[str, tuple] = {}  # estimator name -> (its settings, the roles it serves)
     for role in sorted(set(roles)):
         settings = estimator.role_estimator(role).settings
-        if settings.spec.token_terms is not None:
+        if settings.spec.token_terms is not None or settings.adds_distillation:
             served.setdefault(settings.name, (settings, []))[1].append(role)
     metrics = {}
     for name, (settings, its_roles) in served.items():
         rows = torch.from_numpy(np.isin(roles, its_roles)).to(mask.device)
-        terms = settings.spec.token_terms(data, settings.options)
+        terms = settings.spec.token_terms(data, settings) if settings.spec.token_terms is not None else {}
+        if settings.adds_distillation:
+            terms["distillation_term"] = task_distillation_term(data, settings)
         metrics |= role_token_means(name, terms, mask & rows.unsqueeze(-1), roles, classes)
     return metrics
 

@@ -9,6 +9,9 @@ module knows no estimator by name. The steps, in order:
     2. prepare       spec.prepare(data, estimator): derived inputs
     3. estimate      verl's get_adv_estimator_fn(name)(response_mask, config=<typed options>, **inputs)
     4. finish        spec.finish(advantages, returns, inputs): a `Finished` (steps.py)
+    5. distill       with distillation.distillation_loss.use_task_rewards, a reward estimator's
+                     advantages get the OPD term: A_k ← A_k + λ · d_k (distillation.py); the
+                     returns stay the estimator's
 Adds batch["advantages"] and batch["returns"], [B, R]; batch["trainable"], [B] bool, the rows
 that enter the loss (false: dropped by the estimator; the policy update leaves them out); and
 meta_info["advantage_metrics"] (the finishing step's and diagnostics.py's).
@@ -28,6 +31,8 @@ from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from verl_masopd.algos.diagnostics import advantage_metrics, mean_advantage
+from verl_masopd.algos.distillation import read_distillation
+from verl_masopd.algos.masopd import task_distillation_term
 from verl_masopd.algos.per_role import group_key
 from verl_masopd.algos.rewards import combine_rewards, place_on_last_token
 from verl_masopd.algos.specs import EstimatorSettings, read_estimator
@@ -57,7 +62,7 @@ def _estimator_inputs(data: DataProto, estimator: EstimatorSettings) -> dict[str
 
 
 def _estimate(data: DataProto, estimator: EstimatorSettings, groups=None, workflow=None) -> Finished:
-    """Steps 0–4 of one estimator on `data`'s rows; `trainable` is every row unless the finishing step drops some."""
+    """Steps 0–5 of one estimator on `data`'s rows; `trainable` is every row unless the finishing step drops some."""
     spec = estimator.spec
     if spec.from_rollout is not None and groups is not None:
         data.meta_info.update(spec.from_rollout(groups, workflow))
@@ -67,6 +72,8 @@ def _estimate(data: DataProto, estimator: EstimatorSettings, groups=None, workfl
         response_mask=response_mask, config=estimator.options, **inputs
     )
     finished = spec.finish(advantages, returns, inputs) if spec.finish is not None else Finished(advantages, returns)
+    if estimator.adds_distillation:
+        finished.advantages = finished.advantages + task_distillation_term(data, estimator)
     trainable = finished.trainable
     if trainable is None:
         trainable = torch.ones(len(response_mask), dtype=torch.bool)
@@ -112,7 +119,7 @@ def compute_advantages(
     `groups` and `workflow` are the step's rollout groups and the workflow that played them.
     With `algorithm.per_role`, each role's rows get their own estimator (`_estimate_per_role`)."""
     if not isinstance(estimator, EstimatorSettings):
-        estimator = read_estimator(estimator.algorithm)
+        estimator = read_estimator(estimator.algorithm, distillation=read_distillation(estimator))
     if estimator.per_role:
         finished = _estimate_per_role(data, estimator)
     else:

@@ -10,6 +10,9 @@ For response token y_k of an agent with role r:
     A_k     = s_k + β · clip(Δ_k, −c, c)          masopd
     A_k     = s_k                                 opd
 
+s_k is the default loss mode (k1) of `distillation.distillation_loss`; another mode replaces it
+by d_k = −D(ℓS_k, ℓT_k(r)) (distillation.py), handed in as `distillation_signal`.
+
 Padding positions (response_mask = 0) get A_k = 0. The returns equal the advantages (no critic).
 The loss is verl's clipped policy gradient ("vanilla"), token-mean, no KL, no reward term.
 PAC acts upstream: it changes the teacher contexts x_q, not this formula.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
+from verl_masopd.algos import distillation
 from verl_masopd.algos.options import options_from
 from verl_masopd.config_errors import require
 
@@ -75,23 +79,39 @@ def _student(data) -> torch.Tensor:
     )
 
 
-def masopd_token_terms(data, options: MasopdOptions) -> dict[str, torch.Tensor]:
-    """The parts of A_k at every position of `data` [B, R]: opd_term s_k, ras_term
-    β · clip(Δ_k, −c, c) and clip_share 1[|Δ_k| > c] (its mean is the share of clipped tokens)."""
+def prepare_distillation(data, settings) -> dict[str, torch.Tensor]:
+    """The estimator input `distillation_signal` d_k [B, R] under the run's loss mode
+    (`settings.distillation`, distillation.py)."""
     mask = data.batch["response_mask"].float()
-    teacher = data.batch["teacher_log_probs"]
-    delta = role_advantage(teacher, data.batch["teacher_contrast_log_probs"])
     return {
-        "opd_term": opd_signal(teacher, _student(data), mask),
+        "distillation_signal": distillation.distillation_signal(
+            data.batch["teacher_log_probs"], _student(data), mask, settings.distillation
+        )
+    }
+
+
+def task_distillation_term(data, settings) -> torch.Tensor:
+    """λ · d_k [B, R], the OPD term a reward estimator's advantage gets with use_task_rewards
+    (distillation.py; λ = distillation_loss_coef)."""
+    return settings.distillation.coef * prepare_distillation(data, settings)["distillation_signal"]
+
+
+def masopd_token_terms(data, settings) -> dict[str, torch.Tensor]:
+    """The parts of A_k at every position of `data` [B, R]: opd_term d_k, ras_term
+    β · clip(Δ_k, −c, c) and clip_share 1[|Δ_k| > c] (its mean is the share of clipped tokens)."""
+    options = settings.options
+    mask = data.batch["response_mask"].float()
+    delta = role_advantage(data.batch["teacher_log_probs"], data.batch["teacher_contrast_log_probs"])
+    return {
+        "opd_term": prepare_distillation(data, settings)["distillation_signal"],
         "ras_term": options.ras_coef * delta.clamp(-options.ras_clip, options.ras_clip) * mask,
         "clip_share": (delta.abs() > options.ras_clip).float() * mask,
     }
 
 
-def opd_token_terms(data, options=None) -> dict[str, torch.Tensor]:
-    """opd_term s_k = A_k at every position of `data` [B, R] (opd has no options)."""
-    mask = data.batch["response_mask"].float()
-    return {"opd_term": opd_signal(data.batch["teacher_log_probs"], _student(data), mask)}
+def opd_token_terms(data, settings) -> dict[str, torch.Tensor]:
+    """opd_term d_k = A_k at every position of `data` [B, R]."""
+    return {"opd_term": prepare_distillation(data, settings)["distillation_signal"]}
 
 
 @register_adv_est("masopd")
@@ -105,9 +125,11 @@ def compute_masopd_advantage(
     teacher_contrast_log_probs: torch.Tensor,
     old_log_probs: torch.Tensor | None = None,
     rollout_log_probs: torch.Tensor | None = None,
+    distillation_signal: torch.Tensor | None = None,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A_k = s_k + β · clip(Δ_k, −c, c) (rewards and index are not used: MAS-OPD has no reward term)."""
+    """A_k = s_k + β · clip(Δ_k, −c, c), s_k replaced by `distillation_signal` d_k when given
+    (rewards and index are not used: MAS-OPD has no reward term)."""
     options = options_from(config, "masopd", MasopdOptions)
     if teacher_contrast_log_probs.dim() != 3 or teacher_contrast_log_probs.shape[1] != options.num_contrast_roles:
         raise ValueError(
@@ -115,7 +137,9 @@ def compute_masopd_advantage(
             f"[B, κ={options.num_contrast_roles}, R] (algorithm.masopd.num_contrast_roles)"
         )
     mask = response_mask.float()
-    s = opd_signal(teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), mask)
+    s = distillation_signal
+    if s is None:
+        s = opd_signal(teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), mask)
     delta = role_advantage(teacher_log_probs, teacher_contrast_log_probs)
     advantages = s + options.ras_coef * delta.clamp(-options.ras_clip, options.ras_clip) * mask
     return advantages, advantages
@@ -131,9 +155,12 @@ def compute_opd_advantage(
     teacher_log_probs: torch.Tensor,
     old_log_probs: torch.Tensor | None = None,
     rollout_log_probs: torch.Tensor | None = None,
+    distillation_signal: torch.Tensor | None = None,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A_k = s_k = ℓT_k(r) − ℓS_k."""
+    """A_k = s_k = ℓT_k(r) − ℓS_k, or `distillation_signal` d_k when given."""
+    if distillation_signal is not None:
+        return distillation_signal, distillation_signal
     advantages = opd_signal(
         teacher_log_probs, student_log_probs(old_log_probs, rollout_log_probs), response_mask.float()
     )

@@ -9,7 +9,7 @@ that the estimation (estimate.py) and the trainer hold no estimator names:
     steps         `from_rollout(groups, workflow)`: meta_info entries built from the step's
                   rollout groups (before the batch-side steps); `prepare(data, settings)`: derived
                   inputs; `finish(advantages, returns, inputs)`: post-processing (a `Finished`)
-    diagnostics   `token_terms(data, options)`: the per-token parts of A_k [B, R] by name, which
+    diagnostics   `token_terms(data, settings)`: the per-token parts of A_k [B, R] by name, which
                   diagnostics.py logs per role and token class (never read by the loss)
     options       its `algorithm.<section>` dataclass, and which option overrides the actor's
                   gradient clip or gives the teacher's number of contrasting roles κ
@@ -30,7 +30,10 @@ Config keys read here (the trainer's config extends verl's ppo_trainer config):
     rollout.tree_sampling                           true only with at_grpo
     rollout.group_size, workflow.agents_per_role, workflow.horizon
                                                     enough rows per group for a role's group baseline
-    teacher.model_path                              required by masopd and opd
+    teacher.model_path                              required by masopd and opd, and by a reward
+                                                    estimator with the OPD term
+    distillation.distillation_loss.*                the OPD term's loss mode, and the term on a reward
+                                                    estimator's advantage (distillation.py)
     actor_rollout_ref.actor.{policy_loss.loss_mode, loss_agg_mode, use_kl_loss, kl_loss_type}
                                                     must match `actor_settings(name)` where present
 Keys that are absent are not checked; present ones with a wrong value raise a ValueError that
@@ -50,10 +53,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_masopd.algos.cure import finish_cure, prepare_cure
 from verl_masopd.algos.cure_matrix import cure_matrices
+from verl_masopd.algos.distillation import DistillationSettings, read_distillation
 from verl_masopd.algos.grpo import GrpoOptions, finish_grpo, prepare_grpo
 from verl_masopd.algos.magrpo import MagrpoOptions
 from verl_masopd.algos.marft import MarftOptions
-from verl_masopd.algos.masopd import MasopdOptions, masopd_token_terms, opd_token_terms
+from verl_masopd.algos.masopd import MasopdOptions, masopd_token_terms, opd_token_terms, prepare_distillation
 from verl_masopd.algos.options import read_options
 from verl_masopd.algos.per_role import PER_ROLE, role_entries
 from verl_masopd.algos.rewards import RewardWeights
@@ -72,7 +76,9 @@ class EstimatorSpec:
     `grad_clip_option`, `contrast_roles_option`: the option field that replaces the actor's
     grad_clip, and the one that gives κ (None: the actor's grad_clip; κ = 0).
     `group_baseline`: "rows" when the baseline is a mean over the rows of a group, "episodes" when
-    over the group's episodes (None: no group baseline)."""
+    over the group's episodes (None: no group baseline).
+    `no_task_distillation`: why the OPD term of `distillation.distillation_loss.use_task_rewards`
+    cannot be added to its advantage (None: it can, A_k = A^est_k + λ · d_k, distillation.py)."""
 
     name: str
     workflows: frozenset[str] = frozenset({"mas"})
@@ -98,12 +104,14 @@ class EstimatorSpec:
     grad_clip_option: str | None = None
     contrast_roles_option: str | None = None
     group_baseline: str | None = None
+    no_task_distillation: str | None = None
 
 
 # Independent policies (no single model playing every seat).
 INDEPENDENT_POLICIES = frozenset({"role", "agent"})
 # ℓS for the teacher estimators: the engine's old log-probs, else the sampling ones.
 STUDENT_LOG_PROBS = ("old_log_probs", "rollout_log_probs")
+TEACHER_ONLY = "its advantage is the distillation signal itself, with no task reward to add it to"
 
 ESTIMATORS: dict[str, EstimatorSpec] = {
     spec.name: spec
@@ -116,8 +124,10 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             required_keys=("teacher.model_path",),
             fields=("teacher_log_probs", "teacher_contrast_log_probs"),
             optional_fields=STUDENT_LOG_PROBS,
+            prepare=prepare_distillation,
             contrast_roles_option="num_contrast_roles",
             token_terms=masopd_token_terms,
+            no_task_distillation=TEACHER_ONLY,
         ),
         EstimatorSpec(
             "opd",
@@ -127,7 +137,9 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             required_keys=("teacher.model_path",),
             fields=("teacher_log_probs",),
             optional_fields=STUDENT_LOG_PROBS,
+            prepare=prepare_distillation,
             token_terms=opd_token_terms,
+            no_task_distillation=TEACHER_ONLY,
         ),
         EstimatorSpec(
             "grpo",
@@ -168,6 +180,11 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             from_rollout=lambda groups, workflow: {"cure_matrices": cure_matrices(groups, workflow)},
             prepare=prepare_cure,
             finish=finish_cure,
+            no_task_distillation=(
+                "its one shared policy is already anchored to the reference policy by the actor's KL loss "
+                "(use_kl_loss, k3); a second anchor on the same tokens, to a teacher conditioned on one of "
+                "the roles that policy plays, is not defined by CURE"
+            ),
         ),
         EstimatorSpec("at_grpo", tree_sampling=True, fields=("uid", "agent", "turn"), group_baseline="rows"),
     )
@@ -203,6 +220,7 @@ class EstimatorSettings:
     norm_adv_by_std_in_grpo: bool = True
     per_role: Mapping[str, "RoleEstimator"] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
+    distillation: DistillationSettings = DistillationSettings()
 
     @property
     def name(self) -> str:
@@ -225,8 +243,18 @@ class EstimatorSettings:
         return RoleEstimator(replace(self, per_role={}, roles=()), "problem", ESTIMATOR_KEY)
 
     @property
+    def adds_distillation(self) -> bool:
+        """This estimator's advantage gets λ · d_k (use_task_rewards, distillation.py)."""
+        return self.distillation.use_task_rewards and self.spec.no_task_distillation is None
+
+    @property
+    def uses_teacher(self) -> bool:
+        """This estimator reads the teacher's scores: by its spec, or for the OPD term."""
+        return self.spec.needs_teacher or self.adds_distillation
+
+    @property
     def needs_teacher(self) -> bool:
-        return any(settings.spec.needs_teacher for settings in self.estimators)
+        return any(settings.uses_teacher for settings in self.estimators)
 
     @property
     def needs_reference(self) -> bool:
@@ -260,19 +288,25 @@ class RoleEstimator:
     key: str
 
 
-def _settings(spec: EstimatorSpec, sections: dict[str, Any], algorithm: Mapping) -> EstimatorSettings:
+def _settings(
+    spec: EstimatorSpec, sections: dict[str, Any], algorithm: Mapping, distillation: DistillationSettings
+) -> EstimatorSettings:
     return EstimatorSettings(
         spec=spec,
         options=sections[spec.options[0]] if spec.options is not None else None,
         reward=sections["reward"],
         norm_adv_by_std_in_grpo=bool(algorithm.get("norm_adv_by_std_in_grpo", True)),
+        distillation=distillation,
     )
 
 
-def read_estimator(algorithm: Mapping, roles: tuple[str, ...] = ()) -> EstimatorSettings:
+def read_estimator(
+    algorithm: Mapping, roles: tuple[str, ...] = (), distillation: DistillationSettings = DistillationSettings()
+) -> EstimatorSettings:
     """The settings of `algorithm.adv_estimator`, with those of `algorithm.per_role`'s roles;
     every option section is validated (unknown keys, bad values raise a ConfigError naming the
-    key), whichever estimators run. `roles`: the workflow's roles, when known."""
+    key), whichever estimators run. `roles`: the workflow's roles, when known; `distillation`:
+    the run's `distillation.distillation_loss` (read_distillation), for every estimator."""
     name = algorithm.get("adv_estimator")
     if name is None:
         raise ValueError(f"{ESTIMATOR_KEY} is missing")
@@ -280,13 +314,15 @@ def read_estimator(algorithm: Mapping, roles: tuple[str, ...] = ()) -> Estimator
     sections = {section: read_options(algorithm, section, cls) for section, cls in OPTION_SECTIONS.items()}
     per_role = {
         role: RoleEstimator(
-            _settings(estimator_spec(estimator, f"algorithm.{PER_ROLE}.{role}.estimator"), sections, algorithm),
+            _settings(
+                estimator_spec(estimator, f"algorithm.{PER_ROLE}.{role}.estimator"), sections, algorithm, distillation
+            ),
             group_by,
             f"algorithm.{PER_ROLE}.{role}.estimator",
         )
         for role, (estimator, group_by) in role_entries(algorithm).items()
     }
-    return replace(_settings(spec, sections, algorithm), per_role=per_role, roles=tuple(roles))
+    return replace(_settings(spec, sections, algorithm, distillation), per_role=per_role, roles=tuple(roles))
 
 
 def register_estimator(spec: EstimatorSpec) -> EstimatorSpec:
@@ -350,18 +386,20 @@ def validate_estimator_config(config: DictConfig) -> EstimatorSettings:
     name = _select(config, ESTIMATOR_KEY)
     if name is None:
         raise ValueError(f"{ESTIMATOR_KEY} is missing")
+    distillation = read_distillation(config)
     if _select(config, f"algorithm.{PER_ROLE}"):
-        return _validate_per_role(config)
-    _check_estimator(config, estimator_spec(name), ESTIMATOR_KEY)
-    settings = read_estimator(config.algorithm)
+        return _validate_per_role(config, distillation)
+    _check_estimator(config, estimator_spec(name), ESTIMATOR_KEY, distillation)
+    settings = read_estimator(config.algorithm, distillation=distillation)
     _check_contrast_roles(config, settings)
     return settings
 
 
-def _check_estimator(config: DictConfig, spec: EstimatorSpec, key: str) -> None:
+def _check_estimator(config: DictConfig, spec: EstimatorSpec, key: str, distillation: DistillationSettings) -> None:
     """The checks of one estimator against the rest of the config; `key` chose it."""
     name = spec.name
     chosen = f"{key}={name}"
+    _check_task_distillation(config, spec, chosen, distillation)
     _check_workflow_kind(config, spec.workflows, chosen)
     _check_choice(config, "workflow.domain", spec.domains, chosen)
     _check_choice(config, "workflow.policy_sharing", spec.policy_sharing, chosen)
@@ -390,6 +428,19 @@ def _check_estimator(config: DictConfig, spec: EstimatorSpec, key: str) -> None:
             )
 
 
+def _check_task_distillation(
+    config: DictConfig, spec: EstimatorSpec, chosen: str, distillation: DistillationSettings
+) -> None:
+    """The OPD term on a reward estimator's advantage needs an estimator that takes it and a teacher."""
+    if not distillation.use_task_rewards:
+        return
+    key = "distillation.distillation_loss.use_task_rewards=true"
+    if spec.no_task_distillation is not None:
+        raise ValueError(f"{key} cannot be used with {chosen}: {spec.no_task_distillation}")
+    if _select(config, "teacher.model_path") in (None, ""):
+        raise ValueError(f"teacher.model_path is required by {key} (the OPD term) with {chosen}")
+
+
 def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> None:
     """κ contrasting roles must exist: C_r holds role types other than r."""
     workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
@@ -416,13 +467,13 @@ def _not_per_role(spec: EstimatorSpec) -> str | None:
     return next((reason for applies, reason in reasons if applies), None)
 
 
-def _validate_per_role(config: DictConfig) -> EstimatorSettings:
+def _validate_per_role(config: DictConfig, distillation: DistillationSettings) -> EstimatorSettings:
     """`algorithm.per_role` against the workflow and the rest of the config (module doc)."""
     workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
     if workflow is None or domain is None:
         raise ValueError(f"algorithm.{PER_ROLE} needs workflow.name and workflow.domain to know the roles")
     roles = workflow_class(workflow, domain).roles
-    settings = read_estimator(config.algorithm, roles)
+    settings = read_estimator(config.algorithm, roles, distillation)
     for role in settings.per_role:
         if role not in roles:
             raise ValueError(
@@ -436,7 +487,7 @@ def _validate_per_role(config: DictConfig) -> EstimatorSettings:
             raise ValueError(f"{entry.key}={entry.settings.name} cannot run on role {role}'s rows alone: {reason}")
     _check_shared_loss(config, chosen)
     for role, entry in chosen.items():
-        _check_estimator(config, entry.settings.spec, entry.key)
+        _check_estimator(config, entry.settings.spec, entry.key, distillation)
         if role in settings.per_role:
             _check_reward(role, entry)
             _check_groups(config, role, entry)

@@ -196,7 +196,7 @@ class Trainer:
         else:
             teacher = self._engine(self.run.teacher.model_path, "teacher")
             scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
-        scored = [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.spec.needs_teacher]
+        scored = [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.uses_teacher]
         scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable, scored)
         if not self.run.pac.enable:
             return scoring, None

@@ -1,0 +1,137 @@
+"""The OPD term's loss mode and its place in the advantage, from verl's `distillation` config.
+
+For response token y_k of an agent with role r, ℓS_k and ℓT_k(r) as in masopd.py, the
+distillation signal is verl's single-sample reverse-KL estimator D (`kl_penalty`, the loss
+modes of verl's distillation registry that `use_estimator`), negated and optionally clamped:
+
+    d_k = − clamp(D(ℓS_k, ℓT_k(r)), −M, M)           M = loss_max_clamp (null: no clamp)
+    k1, kl          D = ℓS − ℓT                       d_k = ℓT − ℓS = s_k (the default)
+    abs             D = |ℓS − ℓT|
+    k2, mse         D = ½ (ℓS − ℓT)²
+    k3, low_var_kl  D = e^{ℓT−ℓS} − (ℓT − ℓS) − 1     (verl clamps ℓT − ℓS to ±20 and D to ±10)
+
+This is verl's `use_policy_gradient` form: d_k is a token advantage of the clipped policy
+gradient, as verl's distillation loss uses −D. Where it enters:
+
+    opd                    A_k = d_k
+    masopd                 A_k = d_k + β · clip(Δ_k, −c, c)   (RAS's contrast Δ_k compares teacher
+                                                              conditions on the sampled token, so it
+                                                              is the same for every mode)
+    a reward estimator     A_k = A^est_k + λ · d_k            with use_task_rewards, λ =
+                                                              distillation_loss_coef (GRPO + OPD)
+
+Config keys (verl's `DistillationLossConfig`, `distillation.distillation_loss.*`): loss_mode,
+use_task_rewards, distillation_loss_coef, loss_max_clamp, use_policy_gradient, topk. The project's
+config sets k1, no task reward and the policy-gradient form, which are today's masopd and opd.
+Refused at start, by key: a mode verl does not register; the top-k modes and the supervised form
+(use_policy_gradient=false), which need the teacher's top-k log-probs or a loss inside the engine
+that this trainer does not build; topk ≤ 0; a coefficient that is negative or not finite.
+A model path under `distillation.teacher_models` is refused too (one teacher, `teacher.model_path`);
+`distillation.enabled` is not read: an estimator uses the teacher by its own need or by
+`use_task_rewards`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig, OmegaConf
+from verl.trainer.distillation.losses import DISTILLATION_SETTINGS_REGISTRY
+from verl.trainer.ppo.core_algos import kl_penalty
+from verl.utils.config import omega_conf_to_dataclass
+
+from verl_masopd.config_errors import ConfigError, require
+
+SECTION = "distillation.distillation_loss"
+# the project config's values (masopd_trainer.yaml), for keys a partial section leaves out
+PROJECT_DEFAULTS = {
+    "_target_": "verl.workers.config.DistillationLossConfig",
+    "loss_mode": "k1",
+    "use_task_rewards": False,
+    "distillation_loss_coef": 1.0,
+    "loss_max_clamp": None,
+    "use_policy_gradient": True,
+}
+
+
+@dataclass(frozen=True)
+class DistillationSettings:
+    """The run's distillation loss: verl's mode, whether it rides on a reward estimator's
+    advantage (`use_task_rewards`) with weight `coef` λ, and the clamp M of D."""
+
+    loss_mode: str = "k1"
+    use_task_rewards: bool = False
+    coef: float = 1.0
+    loss_max_clamp: float | None = None
+
+
+def read_distillation(config: DictConfig | None) -> DistillationSettings:
+    """`distillation.distillation_loss` of a run's config through verl's dataclass (the project's
+    values for the keys it leaves out, `PROJECT_DEFAULTS`; all of them when the section is absent);
+    a value verl or this trainer refuses is a ConfigError naming the key."""
+    teachers = OmegaConf.select(config, "distillation.teacher_models", default=None) if config is not None else None
+    for name, teacher in (teachers or {}).items():
+        require(
+            teacher is None or teacher.get("model_path") in (None, ""),
+            f"distillation.teacher_models.{name}.model_path",
+            "several teachers are not built; the run's one teacher is teacher.model_path",
+        )
+    section = OmegaConf.select(config, SECTION, default=None) if config is not None else None
+    if section is None:
+        return DistillationSettings()
+    section = OmegaConf.merge(PROJECT_DEFAULTS, section)
+    mode = section.get("loss_mode")
+    require(
+        mode in DISTILLATION_SETTINGS_REGISTRY,
+        f"{SECTION}.loss_mode",
+        f"{mode!r} is not one of verl's modes {sorted(DISTILLATION_SETTINGS_REGISTRY)}",
+    )
+    topk = section.get("topk")
+    require(topk is None or topk > 0, f"{SECTION}.topk", f"must be > 0, got {topk}")
+    require(
+        mode in estimator_modes(),
+        f"{SECTION}.loss_mode",
+        f"{mode} needs the teacher's top-k log-probs, which the teacher scorers do not return; "
+        f"use a single-sample estimator: {sorted(estimator_modes())}",
+    )
+    try:
+        loss = omega_conf_to_dataclass(section)
+    except (InstantiationException, ValueError, TypeError, NotImplementedError) as e:
+        cause = e.__cause__ if isinstance(e, InstantiationException) and e.__cause__ is not None else e
+        raise ConfigError(f"{SECTION}: {str(cause).splitlines()[0]}") from None
+    require(
+        loss.use_policy_gradient,
+        f"{SECTION}.use_policy_gradient",
+        "the supervised form (false) backpropagates D inside the engine's loss, which this trainer does not "
+        "build; true puts −D into the advantage",
+    )
+    coef = loss.distillation_loss_coef
+    require(
+        isinstance(coef, int | float) and math.isfinite(coef) and coef >= 0,
+        f"{SECTION}.distillation_loss_coef",
+        f"must be a finite number >= 0, got {coef!r}",
+    )
+    clamp = loss.loss_max_clamp
+    require(clamp is None or clamp > 0, f"{SECTION}.loss_max_clamp", f"must be > 0 or null, got {clamp}")
+    return DistillationSettings(loss.loss_mode, bool(loss.use_task_rewards), float(coef), clamp)
+
+
+def estimator_modes() -> set[str]:
+    """verl's registered single-sample (sampled-token) distillation modes."""
+    return {name for name, s in DISTILLATION_SETTINGS_REGISTRY.items() if s.use_estimator}
+
+
+def distillation_signal(
+    teacher_log_probs: torch.Tensor,
+    student: torch.Tensor,
+    response_mask: torch.Tensor,
+    settings: DistillationSettings,
+) -> torch.Tensor:
+    """d_k = −clamp(D(ℓS_k, ℓT_k), −M, M) on response tokens, 0 on padding (module doc)."""
+    divergence = kl_penalty(logprob=student, ref_logprob=teacher_log_probs, kl_penalty=settings.loss_mode)
+    if settings.loss_max_clamp is not None:
+        divergence = divergence.clamp(-settings.loss_max_clamp, settings.loss_max_clamp)
+    return -divergence * response_mask
