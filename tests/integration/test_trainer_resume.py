@@ -1,5 +1,6 @@
 """A run killed after a checkpoint and resumed with trainer.resume_mode=auto ends with exactly the
-parameters of an uninterrupted run (deterministic CPU mode), through the command-line entry point."""
+parameters of an uninterrupted run (deterministic CPU mode), through the command-line entry point;
+with full fine-tuning and with LoRA adapters."""
 
 import os
 import signal
@@ -43,9 +44,10 @@ def _shards(checkpoints: Path, step: int) -> dict[str, torch.Tensor]:
     return weights
 
 
-def test_killed_run_resumes_to_the_same_parameters(trainer_overrides, tiny_model_path, tmp_path):
+@pytest.mark.parametrize("lora", [(), ("actor_rollout_ref.model.lora_rank=4",)], ids=["full", "lora"])
+def test_killed_run_resumes_to_the_same_parameters(trainer_overrides, tiny_model_path, tmp_path, lora):
     overrides = trainer_overrides(
-        "math", "algorithm.adv_estimator=masopd", "trainer.save_freq=1", "trainer.total_training_steps=2"
+        "math", "algorithm.adv_estimator=masopd", "trainer.save_freq=1", "trainer.total_training_steps=2", *lora
     )
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}  # a child run picks its own
 
@@ -76,6 +78,9 @@ def test_killed_run_resumes_to_the_same_parameters(trainer_overrides, tiny_model
     expected, actual = _shards(straight, 2), _shards(killed, 2)
     assert expected and expected.keys() == actual.keys()
     initial = _shards(straight, 1)
-    assert any(not torch.equal(expected[k], initial[k]) for k in expected), "step 2 changed nothing"
+    moved = [k for k in expected if not torch.equal(expected[k], initial[k])]
+    assert moved, "step 2 changed nothing"
+    if lora:  # the adapters train, the base stays
+        assert all("lora_" in k for k in moved) and any("lora_" in k for k in expected)
     for key in expected:
         torch.testing.assert_close(actual[key], expected[key], rtol=0, atol=0, msg=key)

@@ -189,7 +189,7 @@ def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
         ("workflow.exec_timeout_s.java", 5.0, "workflow.exec_timeout_s.java: unknown key"),
         ("pac.verbose", True, "pac.verbose: unknown key"),
         ("teacher.temperature", 0.5, "teacher.temperature: unknown key"),
-        ("students.lora", 8, "students.lora: unknown key"),
+        ("students.adapter", 8, "students.adapter: unknown key"),
         ("algorithm.masopd.ras_scale", 2.0, "algorithm.masopd.ras_scale"),
         ("algorithm.marft.gama", 0.9, "algorithm.marft.gama"),
         ("algorithm.colour", 1, "algorithm.colour: unknown key"),
@@ -312,3 +312,25 @@ def test_the_prompt_style_is_validated(cpu_cfg):
     assert "workflow.options.prompt_style: use workflow.prompt_style" in error_of(
         with_values(cpu_cfg, workflow__options={"prompt_style": "compact"})
     )
+
+
+def test_each_policy_gets_its_adapter_and_vllm_with_lora_is_refused(cpu_cfg, tiny_teacher_path):
+    cfg = with_values(
+        cpu_cfg,
+        workflow__agents_per_role=2,
+        workflow__policy_sharing="agent",
+        students__policy_paths={"tool_user_1": tiny_teacher_path},
+        actor_rollout_ref__model__lora_rank=8,
+        students__lora={"reasoner_0": {"lora_rank": 16}},
+    )
+    loras = validate_config(cfg).loras
+    assert {name: lora.rank for name, lora in loras.items()} == {
+        "reasoner_0": 16,
+        "reasoner_1": 8,
+        "tool_user_0": 8,
+        "tool_user_1": 8,
+    }
+    assert error_of(with_values(cfg, actor_rollout_ref__rollout__name="vllm")).startswith(
+        "actor_rollout_ref.rollout.name: vllm with LoRA adapters is not built"
+    )
+    assert validate_config(cpu_cfg).loras == {"reasoner": None, "tool_user": None}

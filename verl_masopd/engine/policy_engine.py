@@ -26,10 +26,14 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from torch.distributed.tensor import DTensor
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl import DataProto
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.trainer.config import CheckpointConfig
 from verl.utils import tensordict_utils as tu
+from verl.utils.fsdp_utils import merged_lora_context, normalize_peft_param_name
+from verl.utils.model import convert_weight_keys
 from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, FSDPOptimizerConfig, HFModelConfig, PolicyLossConfig
 from verl.workers.config.engine import TrainingWorkerConfig
 from verl.workers.engine_workers import TrainingWorker
@@ -45,9 +49,11 @@ RENDEZVOUS_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", 
 MODEL_INPUT_KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
 # A checkpoint holds the model shards, optimizer and scheduler state and an HF copy of the weights;
-# resuming loads all but the HF copy.
+# resuming loads all but the HF copy. With LoRA the HF copy is the merged model, written by
+# `PolicyEngine.save_checkpoint` (verl's would hold the adapter-wrapped names), next to the adapter.
 CHECKPOINT_SAVE = ("model", "optimizer", "extra", "hf_model")
 CHECKPOINT_LOAD = ("model", "optimizer", "extra")
+ADAPTER_FOLDER = "adapter"
 # The config key the engine's attention choice (a runtime setting, `training_worker_config`) takes in
 # the model config that verl's checkpoint manager saves.
 ATTENTION_KEY = "attn_implementation"
@@ -84,12 +90,37 @@ def restore_source_attention(exported: Path, source: str | os.PathLike) -> None:
 
 
 @dataclass(frozen=True)
+class Lora:
+    """verl's LoRA keys (`actor_rollout_ref.model.lora_*`): W x + (α / r) · B A x on the
+    `target_modules` (less `exclude_modules`), A, B the only trained weights; `adapter_path` starts
+    from a PEFT adapter instead of B = 0. `hf_state_dict` exports the merged weights W + (α / r) · B A."""
+
+    rank: int
+    alpha: int = 16
+    target_modules: tuple[str, ...] | str = "all-linear"
+    exclude_modules: tuple[str, ...] | None = None
+    adapter_path: str | None = None
+
+    def model_fields(self) -> dict:
+        """The fields of verl's `HFModelConfig` for this adapter."""
+        targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
+        return {
+            "lora_rank": self.rank,
+            "lora_alpha": self.alpha,
+            "target_modules": targets,
+            "exclude_modules": None if self.exclude_modules is None else list(self.exclude_modules),
+            "lora_adapter_path": self.adapter_path,
+        }
+
+
+@dataclass(frozen=True)
 class EngineSettings:
     """What a `PolicyEngine` is built from.
 
     dtype: the dtype parameters are computed in ("float32" or "bfloat16"); master weights and
     optimizer state stay float32. max_tokens_per_micro_batch bounds the packed tokens of one
     forward pass (verl's dynamic batch size). world_size: ranks on Ray (local mode uses 1).
+    lora: verl's LoRA keys of the model config (`Lora`); None trains every weight.
     """
 
     model_path: str
@@ -102,6 +133,7 @@ class EngineSettings:
     gradient_checkpointing: bool = False
     seed: int = 0
     world_size: int = 1
+    lora: Lora | None = None
 
     def __post_init__(self):
         check_model_path(self.model_path)
@@ -128,6 +160,7 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
         enable_gradient_checkpointing=settings.gradient_checkpointing,
         use_remove_padding=True,
         override_config={"attn_implementation": packed_attention_implementation()},
+        **(settings.lora.model_fields() if settings.lora is not None else {}),
     )
     engine = FSDPEngineConfig(
         strategy="fsdp2",
@@ -144,7 +177,8 @@ def training_worker_config(settings: EngineSettings) -> TrainingWorkerConfig:
         if settings.forward_only
         else FSDPOptimizerConfig(lr=settings.lr, weight_decay=settings.weight_decay, clip_grad=settings.grad_clip)
     )
-    checkpoint = CheckpointConfig(save_contents=list(CHECKPOINT_SAVE), load_contents=list(CHECKPOINT_LOAD))
+    save = [part for part in CHECKPOINT_SAVE if settings.lora is None or part != "hf_model"]
+    checkpoint = CheckpointConfig(save_contents=save, load_contents=list(CHECKPOINT_LOAD))
     return TrainingWorkerConfig(
         model_type="language_model",
         model_config=model,
@@ -188,15 +222,46 @@ def policy_loss(
     return partial(ppo_loss, config=config)
 
 
+def _full(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of the whole tensor (gathered from its shards when it is a DTensor)."""
+    return (tensor.full_tensor() if isinstance(tensor, DTensor) else tensor).detach().to("cpu", copy=True)
+
+
 class EngineWorker(TrainingWorker):
     """verl's `TrainingWorker` plus the weight export a generation backend needs."""
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def reset(self):
+        """verl's model build with torch's RNG seeded by the engine's seed for its duration, so
+        that the weights drawn at build (LoRA's A) are the same in every run of the same config;
+        the process's RNG state is left as it was."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.config.engine_config.seed)
+            super().reset()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def hf_state_dict(self) -> dict[str, torch.Tensor] | None:
-        """Full HF-named weights on rank 0 (None elsewhere); a collective, every rank iterates."""
-        params, _ = self.engine.get_per_tensor_param()
-        full = {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
+        """Full HF-named weights on rank 0 (None elsewhere); a collective, every rank iterates.
+        With LoRA, the merged weights W + (α / r) · B A in the master weights' float32 (verl's
+        merge, `merged_lora_context`, restoring the unmerged base after)."""
+        if self.engine.model_config.lora_rank > 0:
+            module = self.engine.module
+            with merged_lora_context(module, backup_adapters=True):
+                params = convert_weight_keys(normalize_peft_param_name(module.state_dict()), module)
+                full = {name: _full(tensor) for name, tensor in params.items()}
+        else:
+            params, _ = self.engine.get_per_tensor_param()
+            full = {name: _full(tensor) for name, tensor in params}
         return full if torch.distributed.get_rank() == 0 else None
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def save_adapter(self, folder: str) -> None:
+        """The LoRA adapter in PEFT's format (adapter_config.json, adapter_model.safetensors) on
+        rank 0; a collective, every rank gathers its shards."""
+        module = self.engine.module
+        state = {name: _full(tensor) for name, tensor in module.state_dict().items()}
+        if torch.distributed.get_rank() == 0:
+            module.save_pretrained(folder, state_dict=state)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def score_shared_prefix(self, requests: list) -> tuple[list[list[float]], int]:
@@ -363,9 +428,21 @@ class PolicyEngine:
     def save_checkpoint(self, folder: str | os.PathLike, step: int) -> None:
         """Model shards (float32), optimizer and scheduler state, and a `huggingface/` folder that
         `from_pretrained` loads (verl writes it in bfloat16), under `folder`; its config.json
-        carries the source model's attention setting, not the engine's (`restore_source_attention`)."""
+        carries the source model's attention setting, not the engine's (`restore_source_attention`).
+        With LoRA, `huggingface/` is the merged model (float32) and `adapter/` the adapter in
+        PEFT's format, which `PeftModel.from_pretrained(base, folder / "adapter")` loads."""
         self._call("save_checkpoint", str(folder), global_step=step)
+        if self.settings.lora is not None:
+            self._call("save_adapter", str(Path(folder) / ADAPTER_FOLDER))
+            self._save_merged(Path(folder) / "huggingface")
         restore_source_attention(Path(folder) / "huggingface" / "config.json", self.settings.model_path)
+
+    def _save_merged(self, folder: Path) -> None:
+        """The merged weights W + (α / r) · B A as a Hugging Face model with the source's tokenizer."""
+        model = AutoModelForCausalLM.from_pretrained(self.settings.model_path, dtype=torch.float32)
+        model.load_state_dict(self.hf_state_dict())
+        model.save_pretrained(folder)
+        AutoTokenizer.from_pretrained(self.settings.model_path).save_pretrained(folder)
 
     def load_checkpoint(self, folder: str | os.PathLike) -> None:
         """Restore model, optimizer and scheduler state written by `save_checkpoint` to `folder`."""

@@ -39,10 +39,12 @@ from verl_masopd.algos.per_role import PER_ROLE
 from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings, validate_estimator_config
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
+from verl_masopd.engine.policy_engine import Lora
 from verl_masopd.extensions import import_extensions
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.trainer.checkpoint import RESUME_MODES
+from verl_masopd.trainer.lora import policy_loras
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES
@@ -116,6 +118,7 @@ class RolloutSection:
 class StudentsSection:
     path: str
     policy_paths: dict[str, str] = field(default_factory=dict)
+    lora: dict[str, dict] = field(default_factory=dict)  # read by trainer/lora.py
 
 
 @dataclass
@@ -224,6 +227,7 @@ class RunConfig:
     train_sampling: SamplingParams
     val_sampling: SamplingParams
     built_workflow: Workflow  # the workflow `workflow` describes, built once by the validation
+    loras: dict[str, Lora | None] = field(default_factory=dict)  # each policy's adapter (trainer/lora.py)
 
     def policy_path(self, policy: str) -> str:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
@@ -269,7 +273,9 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     trainer = _read_fields(cfg, "trainer", TrainerSection)
     mini_batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
     _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", mini_batch, 1)
-    students = StudentsSection(_expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()})
+    students = StudentsSection(
+        _expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()}, students.lora
+    )
     teacher = replace(
         teacher,
         model_path=_expand(teacher.model_path) if teacher.model_path else None,
@@ -279,6 +285,13 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     built_workflow, policies = _check_workflow(workflow)
     _check_policy_paths(workflow, students, policies)
     _check_models(students, teacher)
+    loras = policy_loras(cfg, {p: students.policy_paths.get(p, students.path) for p in policies})
+    require(
+        not any(loras.values()) or cfg.actor_rollout_ref.rollout.name != "vllm",
+        "actor_rollout_ref.rollout.name",
+        "vllm with LoRA adapters is not built (one server per policy, adapters routed by name); "
+        "LoRA runs on the hf generation path",
+    )
     train_files = _data_files(cfg, "data.train_files", required=True)
     val_files = _data_files(cfg, "data.val_files", required=False)
     _check_loggers(cfg)
@@ -301,6 +314,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
             cfg.actor_rollout_ref.rollout.val_kwargs, "actor_rollout_ref.rollout.val_kwargs", data.max_response_length
         ),
         built_workflow=built_workflow,
+        loras=loras,
     )
 
 

@@ -166,6 +166,7 @@ class Trainer:
                 grad_clip=grad_clip,
                 dtype=self.run.engines.dtype,
                 seed=seed,
+                lora=self.run.loras.get(name),
             )
             if self.generation == VLLM:
                 serving = plan_policy_serving(self.cfg, name, i, settings)
