@@ -257,9 +257,9 @@ class EngineWorker(TrainingWorker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def save_adapter(self, folder: str) -> None:
         """The LoRA adapter in PEFT's format (adapter_config.json, adapter_model.safetensors) on
-        rank 0; a collective, every rank gathers its shards."""
+        rank 0; a collective, every rank gathers the shards of the adapter weights (not the base's)."""
         module = self.engine.module
-        state = {name: _full(tensor) for name, tensor in module.state_dict().items()}
+        state = {name: _full(tensor) for name, tensor in module.state_dict().items() if "lora_" in name}
         if torch.distributed.get_rank() == 0:
             module.save_pretrained(folder, state_dict=state)
 

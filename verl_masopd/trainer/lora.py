@@ -18,6 +18,7 @@ unknown key in a policy's section.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -85,17 +86,29 @@ def _lora(policy: str, path: str, keys: dict, own: bool) -> Lora | None:
 
 
 def _check_targets(policy: str, path: str, lora: Lora, own: bool) -> None:
-    """peft's own matching, on the model built from its config on the meta device (no weights)."""
+    problem = _target_problem(path, lora.target_modules, lora.exclude_modules)
+    key = _key(policy, "target_modules" if lora.exclude_modules is None else "exclude_modules", own)
+    require(problem is None, key, problem or "")
+
+
+@functools.cache
+def _target_problem(path: str, targets: tuple[str, ...] | str, excluded: tuple[str, ...] | None) -> str | None:
+    """Why peft's own matching finds no module to adapt in the model at `path` (None: it finds
+    some), on the model built from its config on the meta device (no weights); once per model and
+    setting, however many policies share them."""
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
-    fields = lora.model_fields()
-    config = LoraConfig(r=lora.rank, target_modules=fields["target_modules"], exclude_modules=fields["exclude_modules"])
+    config = LoraConfig(
+        r=1,
+        target_modules=targets if isinstance(targets, str) else list(targets),
+        exclude_modules=None if excluded is None else list(excluded),
+    )
     try:
         get_peft_model(model, config)
     except ValueError as e:
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
-        key = _key(policy, "target_modules" if lora.exclude_modules is None else "exclude_modules", own)
-        require(False, key, f"{str(e).splitlines()[0]} (the model at {path} has linear layers {linear})")
+        return f"{str(e).splitlines()[0]} (the model at {path} has linear layers {linear})"
+    return None
 
 
 def _check_adapter(policy: str, path: str, adapter: str, own: bool) -> None:
