@@ -12,6 +12,7 @@ from torch.utils.tensorboard import SummaryWriter
 from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, QaAttempt, write_attempts
 from verl_masopd.eval.settings import write_settings
 from verl_masopd.report.__main__ import write_report
+from verl_masopd.report.figures import method_colours
 from verl_masopd.rollout.summary import write_summary
 
 SETTINGS = {
@@ -156,6 +157,26 @@ def test_figures_and_curves(runs, tmp_path):
         with Image.open(out / name) as image:
             assert image.format == "PNG" and image.size[0] > 500 and image.size[1] > 300
     assert "![val/accuracy against training step](curves.png)" in (out / "report.md").read_text()
+
+
+def test_a_method_keeps_its_colour_and_the_report_names_no_absolute_path(runs, tmp_path):
+    """grpo has no code evaluation: the methods after it keep their colours in the code panel all
+    the same, and report.md / report.json name the runs folder by its name only."""
+    log_curve(runs, "masopd", 0, [0.0, 0.25])
+    writer = SummaryWriter(str(runs / "masopd" / "seed0" / "train" / "code" / "checkpoints" / "tensorboard"))
+    writer.add_scalar("val/accuracy", 0.5, 0)
+    writer.close()
+    colours = method_colours(["grpo", "masopd", "sa"])
+    assert len(set(colours.values())) == 3
+    assert method_colours(["masopd"])["masopd"] != colours["masopd"]
+    report = write_report(runs, tmp_path / "out", ["grpo", "masopd", "sa"], "val/accuracy", False)
+    assert report["runs"] == "runs" and sorted(report["curves"]) == ["code", "math"]
+    for name in ("report.md", "report.json"):
+        assert str(tmp_path) not in (tmp_path / "out" / name).read_text()
+    add_eval(runs, "opd", 0, "m1", 0.5, data="/data/other/b.parquet", data_sha256="other")
+    report = write_report(runs, tmp_path / "mixed", None, "val/accuracy", True)
+    assert "b.parquet (sha256 other)" in report["setting_differences"][0]
+    assert "/data/" not in report["setting_differences"][0]
 
 
 def test_methods_limit_what_is_read_and_order_the_curves(runs, tmp_path):

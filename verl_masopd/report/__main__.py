@@ -26,7 +26,7 @@ from pathlib import Path
 
 from verl_masopd.report.consistency import check_settings
 from verl_masopd.report.curves import method_curves
-from verl_masopd.report.figures import bar_figure, curves_figure
+from verl_masopd.report.figures import bar_figure, curves_figure, method_colours
 from verl_masopd.report.layout import find_evaluations, find_event_files
 from verl_masopd.report.markdown import table_markdown
 from verl_masopd.report.qa_markdown import qa_markdown
@@ -58,13 +58,14 @@ def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: st
     found = method_curves(find_event_files(runs, order), curve_tag)
     curves = {domain: {m: found[domain][m] for m in order if m in found[domain]} for domain in found}
     out.mkdir(parents=True, exist_ok=True)
-    bar_figure(main, out / "main_table.png")
+    colours = method_colours(order)
+    bar_figure(main, out / "main_table.png", colours)
     figures = ["main_table.png"]
     if curves:
-        curves_figure(curves, curve_tag, out / "curves.png")
+        curves_figure(curves, curve_tag, out / "curves.png", colours)
         figures.append("curves.png")
     report = {
-        "runs": str(runs.resolve()),
+        "runs": runs.resolve().name,
         "evaluations": [e.name for e in evaluations],
         "setting_differences": differences,
         "main_table": main.as_dict(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from verl_masopd.report.layout import Evaluation
 
@@ -58,5 +59,5 @@ def _differences(
 
 def _shown(e: Evaluation, key: str) -> str:
     if key == "data_sha256":
-        return f"{e.settings.get('data')} (sha256 {str(e.settings.get(key))[:12]})"
+        return f"{Path(str(e.settings.get('data'))).name} (sha256 {str(e.settings.get(key))[:12]})"
     return repr(e.settings.get(key))
