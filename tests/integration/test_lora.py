@@ -2,7 +2,8 @@
 train only the adapters (the base weights bit-identical, the adapters moved), the generation
 backend serves the merged weights, the checkpoint holds each policy's adapter in PEFT's format
 (which peft loads without this project) next to the merged model, and evaluation plays the
-checkpoint."""
+checkpoint. The run's teacher is the students' base model on a policy's engine with its adapter
+off (teacher.backend=lora_base): no teacher engine, and its log-probs are the base model's."""
 
 import json
 import math
@@ -15,6 +16,8 @@ from transformers import AutoModelForCausalLM
 
 from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import EngineSettings, Lora, PolicyEngine
+from verl_masopd.teacher.engine_scorer import AdapterOff, scoring_batch
+from verl_masopd.teacher.scoring import ScoreRequest
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -24,7 +27,7 @@ RANKS = {"reasoner": 8, "tool_user": 4}  # the Reasoner's own section overrides 
 
 
 @pytest.fixture(scope="module")
-def lora_run(tmp_path_factory, tiny_model_path, tiny_teacher_path, builtin_data):
+def lora_run(tmp_path_factory, tiny_model_path, builtin_data):
     """Two masopd steps with adapters, saved; returns (trainer, initial weights, checkpoint folder)."""
     root = tmp_path_factory.mktemp("lora")
     cfg = compose_config(
@@ -32,7 +35,8 @@ def lora_run(tmp_path_factory, tiny_model_path, tiny_teacher_path, builtin_data)
             "preset=cpu",
             "engines.placement=local",
             f"students.path={tiny_model_path}",
-            f"teacher.model_path={tiny_teacher_path}",
+            f"teacher.model_path={tiny_model_path}",
+            "teacher.backend=lora_base",
             f"data.train_files=[{builtin_data['math']}]",
             "workflow.domain=math",
             "data.train_batch_size=1",
@@ -44,6 +48,7 @@ def lora_run(tmp_path_factory, tiny_model_path, tiny_teacher_path, builtin_data)
             "trainer.logger=[console]",
             f"trainer.default_local_dir={root / 'checkpoints'}",
             "+students.lora.reasoner.lora_rank=8",
+            "actor_rollout_ref.actor.optim.lr=1e-2",  # adapters that move the log-probs visibly in two steps
             *LORA,
         ]
     )
@@ -79,6 +84,29 @@ def test_only_the_adapters_train(lora_run):
         assert sum(int(v.abs().sum() > 0) for v in lora_b) == len(lora_b), "B starts at 0: every B must move"
 
 
+def test_the_lora_base_teacher_is_the_base_model_with_the_adapter_off(lora_run, tiny_model_path):
+    trainer, initial, _ = lora_run
+    engine = trainer.policies["reasoner"].engine
+    assert trainer.teacher.scorer.engine.engine is engine  # the policy's own engine: no teacher engine
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()
+    requests = [ScoreRequest([5, 17, 40, 41, 9], [30, 31, 32, 33]), ScoreRequest([5, 17, 60], [70, 71, 72, 73, 74, 75])]
+    expected = []
+    for r in requests:
+        with torch.no_grad():
+            logits = base(torch.tensor([r.context_ids + r.response_ids])).logits[0].log_softmax(-1)
+        positions = range(len(r.context_ids) - 1, len(r.context_ids) + len(r.response_ids) - 1)
+        expected.append([logits[i, t].item() for i, t in zip(positions, r.response_ids, strict=True)])
+    off = AdapterOff(engine)
+    log_probs = off.infer_batch(scoring_batch(requests, trainer.pad_id))
+    shared, _ = off.score_shared_prefix(requests)
+    with_adapter = engine.infer_batch(scoring_batch(requests, trainer.pad_id))
+    for b, r in enumerate(requests):
+        n = len(r.response_ids)
+        assert log_probs[b, :n].tolist() == pytest.approx(expected[b], abs=1e-5)
+        assert shared[b] == pytest.approx(expected[b], abs=1e-5)
+        assert (with_adapter[b, :n] - torch.tensor(expected[b])).abs().max() > 1e-3, "the adapter moved the policy"
+
+
 def test_the_backend_serves_the_merged_weights(lora_run):
     trainer, initial, _ = lora_run
     for name, policy in trainer.policies.items():
@@ -107,6 +135,29 @@ def test_peft_loads_each_adapter_without_this_project(lora_run, tiny_model_path)
             check=True,
         )
         assert float(gap.stdout.strip()) < 1e-6, gap.stdout
+
+
+def test_the_merge_helper_writes_the_checkpoints_merged_model(lora_run, tmp_path):
+    _, _, folder = lora_run
+    policy = folder / "policy_reasoner"
+
+    def merge(*args):
+        command = [sys.executable, "-m", "verl_masopd.merge_adapter", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+    done = merge("--adapter", str(policy / "adapter"), "--out", str(tmp_path / "merged"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").state_dict()
+    saved = AutoModelForCausalLM.from_pretrained(policy / "huggingface").state_dict()
+    assert max((merged[k] - v).abs().max().item() for k, v in saved.items()) < 1e-6
+    assert (tmp_path / "merged" / "tokenizer_config.json").is_file()
+    again = merge("--adapter", str(policy / "adapter"), "--out", str(tmp_path / "merged"))
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [
+        f"merge_adapter: --out: {tmp_path / 'merged'} exists; merging never overwrites a folder"
+    ]
+    missing = merge("--adapter", str(tmp_path), "--out", str(tmp_path / "other"))
+    assert missing.returncode == 2 and "--adapter: no PEFT adapter at" in missing.stderr
+    assert not (tmp_path / "other").exists()
 
 
 def test_evaluation_plays_the_lora_checkpoint(lora_run, builtin_data, tmp_path):

@@ -334,3 +334,23 @@ def test_each_policy_gets_its_adapter_and_vllm_with_lora_is_refused(cpu_cfg, tin
         "actor_rollout_ref.rollout.name: vllm with LoRA adapters is not built"
     )
     assert validate_config(cpu_cfg).loras == {"reasoner": None, "tool_user": None}
+
+
+def test_the_lora_base_teacher_needs_a_lora_policy_on_the_teachers_folder(cpu_cfg, tiny_model_path, tiny_teacher_path):
+    on_base = with_values(
+        cpu_cfg,
+        teacher__backend="lora_base",
+        teacher__model_path=tiny_model_path,
+        students__policy_paths={"reasoner": tiny_teacher_path},
+        actor_rollout_ref__model__lora_rank=8,
+    )
+    run = validate_config(on_base)
+    assert run.teacher_policy() == "tool_user" and run.teacher.share_prefix is True
+    assert validate_config(cpu_cfg).teacher_policy() is None
+    without_lora = error_of(with_values(on_base, actor_rollout_ref__model__lora_rank=0))
+    assert without_lora.startswith("teacher.backend: lora_base scores with a LoRA policy's base model")
+    assert without_lora.endswith("the LoRA policies start from nothing: LoRA is off")
+    other_base = error_of(
+        with_values(on_base, students__policy_paths={"reasoner": tiny_teacher_path, "tool_user": tiny_teacher_path})
+    )
+    assert f"teacher.model_path={tiny_model_path}" in other_base and tiny_teacher_path in other_base

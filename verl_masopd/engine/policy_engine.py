@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -264,13 +265,14 @@ class EngineWorker(TrainingWorker):
             module.save_pretrained(folder, state_dict=state)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def score_shared_prefix(self, requests: list) -> tuple[list[list[float]], int]:
+    def score_shared_prefix(self, requests: list, adapter: bool = True) -> tuple[list[list[float]], int]:
         """Teacher log-probs of `requests` (ScoreRequests) computing each response's shared context
-        prefix once (`teacher.prefix_scoring`), and the tokens computed; every rank runs it."""
+        prefix once (`teacher.prefix_scoring`), and the tokens computed; every rank runs it. With
+        adapter=False, a LoRA model's adapter is off (verl's `disable_adapter`): the base model."""
         from verl.utils.device import get_device_name
 
         engine = self.engine
-        with engine.eval_mode():
+        with engine.eval_mode(), nullcontext() if adapter else engine.disable_adapter():
             return score_with_shared_prefix(
                 engine.module, requests, get_device_name(), getattr(engine, "_autocast_dtype", torch.float32)
             )
@@ -352,10 +354,11 @@ class PolicyEngine:
             result = result[0]
         return result
 
-    def infer_batch(self, batch: DataProto, temperature: float = 1.0) -> torch.Tensor:
+    def infer_batch(self, batch: DataProto, temperature: float = 1.0, adapter: bool = True) -> torch.Tensor:
         """log pi(y_t | context, y_<t) of every response token, from logits / temperature:
-        [B, R] float32, 0 where response_mask is 0."""
-        return self._forward(batch, temperature, entropy=False)[0]
+        [B, R] float32, 0 where response_mask is 0. adapter=False: with a LoRA model's adapter
+        off (verl's `no_lora_adapter`), the log-probs of the base model."""
+        return self._forward(batch, temperature, entropy=False, adapter=adapter)[0]
 
     def log_probs_and_entropy(self, batch: DataProto, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """`infer_batch`'s log-probs and, from the same forward pass, the policy's entropy at every
@@ -364,9 +367,13 @@ class PolicyEngine:
         float32, 0 where response_mask is 0. The log-probs are those `infer_batch` returns."""
         return self._forward(batch, temperature, entropy=True)
 
-    def _forward(self, batch: DataProto, temperature: float, entropy: bool) -> tuple[torch.Tensor, ...]:
+    def _forward(
+        self, batch: DataProto, temperature: float, entropy: bool, adapter: bool = True
+    ) -> tuple[torch.Tensor, ...]:
         td = _to_engine_input(batch, (), temperature)
         tu.assign_non_tensor(td, calculate_entropy=entropy, compute_loss=False)
+        if not adapter:
+            tu.assign_non_tensor(td, no_lora_adapter=True)
         output = self._call("infer_batch", td)
         keys = ("log_probs", "entropy") if entropy else ("log_probs",)
         mask = batch.batch["response_mask"].float()
@@ -416,10 +423,11 @@ class PolicyEngine:
         output = self._call("train_mini_batch", td)
         return dict(tu.get(output, "metrics"))
 
-    def score_shared_prefix(self, requests: list) -> tuple[list[list[float]], int]:
+    def score_shared_prefix(self, requests: list, adapter: bool = True) -> tuple[list[list[float]], int]:
         """log π(y_i | x, y_<i) per `teacher.scoring.ScoreRequest`, each response's shared context prefix
-        computed once (`teacher.prefix_scoring`); and the number of tokens run through the model."""
-        return self._call("score_shared_prefix", list(requests))
+        computed once (`teacher.prefix_scoring`); and the number of tokens run through the model.
+        adapter=False: the base model of a LoRA policy (its adapter off)."""
+        return self._call("score_shared_prefix", list(requests), adapter=adapter)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The current weights under their HF names (full tensors on CPU), ready for `load_state_dict`."""

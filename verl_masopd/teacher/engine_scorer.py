@@ -14,6 +14,9 @@ branch that attends to the prefix, many rows per packed forward (`teacher.prefix
 the sdpa_packed attention the engine runs on CPU, not flash-attention). benchmarks/teacher_cost.py
 measures it against the packed pass.
 `computed_tokens` counts the tokens the last `score` ran through the model.
+
+`AdapterOff` is the `LogProbEngine` of teacher.backend=lora_base: a LoRA policy's engine with
+its adapter off, so the teacher is the policy's base model and needs no second copy.
 """
 
 from __future__ import annotations
@@ -37,6 +40,19 @@ class LogProbEngine(Protocol):
     def score_shared_prefix(self, requests: Sequence[ScoreRequest]) -> tuple[list[list[float]], int]:
         """Per request, its response's log-probs, scoring each common context prefix once; and
         the number of tokens run through the model."""
+
+
+class AdapterOff:
+    """The base model of a LoRA policy's engine: its calls with the adapter turned off."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def infer_batch(self, batch: DataProto) -> torch.Tensor:
+        return self.engine.infer_batch(batch, adapter=False)
+
+    def score_shared_prefix(self, requests: Sequence[ScoreRequest]) -> tuple[list[list[float]], int]:
+        return self.engine.score_shared_prefix(requests, adapter=False)
 
 
 def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:

@@ -53,7 +53,8 @@ PAC_ATTRIBUTIONS = ("rules", "model")
 PLACEMENTS = ("ray", "local")
 ENGINE_DTYPES = ("float32", "bfloat16")
 DEVICES = ("cpu", "cuda", "npu")
-TEACHER_BACKENDS = ("engine", "vllm")
+LORA_BASE = "lora_base"  # the teacher is a LoRA policy's base model, scored on its engine with the adapter off
+TEACHER_BACKENDS = ("engine", "vllm", LORA_BASE)
 
 
 def _one_of(key: str, value, choices) -> None:
@@ -233,6 +234,13 @@ class RunConfig:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
         return self.students.policy_paths.get(policy, self.students.path)
 
+    def teacher_policy(self) -> str | None:
+        """teacher.backend=lora_base: the first policy with LoRA that starts from teacher.model_path
+        (its engine scores as the teacher, adapter off); None otherwise."""
+        if self.teacher.backend != LORA_BASE:
+            return None
+        return next(p for p in self.policies if self.loras.get(p) and self.policy_path(p) == self.teacher.model_path)
+
 
 def build_workflow(w: WorkflowSection) -> Workflow:
     """The workflow the section describes, with the execution timeout of its domain (qa runs no programs)."""
@@ -292,6 +300,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         "vllm with LoRA adapters is not built (one server per policy, adapters routed by name); "
         "LoRA runs on the hf generation path",
     )
+    _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})
     train_files = _data_files(cfg, "data.train_files", required=True)
     val_files = _data_files(cfg, "data.val_files", required=False)
     _check_loggers(cfg)
@@ -370,7 +379,7 @@ def _share_prefix(teacher: TeacherSection, device: str) -> bool:
     (flash-attention on GPUs cannot run them; the vLLM teacher uses its prefix cache)."""
     if teacher.share_prefix is not None:
         return teacher.share_prefix
-    return teacher.backend == "engine" and device == "cpu"
+    return teacher.backend in ("engine", LORA_BASE) and device == "cpu"
 
 
 def _expand(path: str) -> str:
@@ -396,6 +405,20 @@ def _check_policy_paths(workflow: WorkflowSection, students: StudentsSection, po
     )
     unknown = [name for name in named if name not in policies]
     require(not unknown, "students.policy_paths", f"{unknown} are not policies of this run ({list(policies)})")
+
+
+def _check_lora_base(teacher: TeacherSection, loras: dict, policy_paths: dict[str, str]) -> None:
+    """teacher.backend=lora_base needs a policy with LoRA whose base is teacher.model_path."""
+    if teacher.backend != LORA_BASE or not teacher.model_path:
+        return
+    bases = sorted({policy_paths[p] for p, lora in loras.items() if lora is not None})
+    require(
+        teacher.model_path in bases,
+        "teacher.backend",
+        f"lora_base scores with a LoRA policy's base model, adapter off, so it needs a policy with LoRA "
+        f"(actor_rollout_ref.model.lora_rank > 0) that starts from teacher.model_path={teacher.model_path}; "
+        f"the LoRA policies start from {bases or 'nothing: LoRA is off'}",
+    )
 
 
 def _check_models(students: StudentsSection, teacher: TeacherSection) -> None:

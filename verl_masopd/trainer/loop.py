@@ -56,7 +56,7 @@ from verl_masopd.serving.plans import plan_policy_serving, rollout_world_size
 from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.attribution import Attributions, Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
-from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
+from verl_masopd.teacher.engine_scorer import AdapterOff, EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
@@ -67,7 +67,7 @@ from verl_masopd.trainer.checkpoint import (
     prepare_checkpoint_folder,
     save_checkpoint,
 )
-from verl_masopd.trainer.config import ConfigError, DataSection, resolve_config, validate_config
+from verl_masopd.trainer.config import LORA_BASE, ConfigError, DataSection, resolve_config, validate_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.placement import EnginePlacement
 from verl_masopd.trainer.tracking import open_tracking
@@ -120,7 +120,8 @@ class Trainer:
             # one Ray slot (not a core) per policy and per shared engine
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
-        server_gpus = rollout_world_size(cfg) if self.estimator.needs_teacher and not teacher_engine else 0
+        teacher_servers = self.estimator.needs_teacher and self.run.teacher.backend == VLLM
+        server_gpus = rollout_world_size(cfg) if teacher_servers else 0
         self.placement = EnginePlacement(self.run.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(
@@ -194,6 +195,9 @@ class Trainer:
         if self.run.teacher.backend == VLLM:
             self.teacher_servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype)
             scorer = self.teacher_servers.scorer
+        elif self.run.teacher.backend == LORA_BASE:
+            teacher = AdapterOff(self.policies[self.run.teacher_policy()].engine)
+            scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
         else:
             teacher = self._engine(self.run.teacher.model_path, "teacher")
             scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
