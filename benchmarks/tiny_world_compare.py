@@ -2,7 +2,8 @@
 budget, evaluated on held-out problems, then the report.
 
     python benchmarks/tiny_world_compare.py [--domains code,math] [--methods masopd,opd,...]
-        [--seeds 0,1,2] [--steps 12] [--eval-k 2] [--eval-limit 200] [--jobs 2] [--runs DIR] [--save]
+        [--seeds 0,1,2,3,4] [--steps 12] [--test-freq 2] [--eval-k 2] [--eval-limit 200] [--jobs 2]
+        [--settings SUMMARY.json] [--runs DIR] [--save]
 
 The world is whatever `recipes/tiny_world.py` exports (STUDENT_MODEL, TEACHER_MODEL, TRAIN_FILES,
 VAL_FILES) for --cache; each method trains through its recipe in CPU mode (MASOPD_CPU=1, the
@@ -11,8 +12,11 @@ recipe's own overrides) with the same steps, batch and group size (the tiny_worl
 for the training curves, then is evaluated on the first --eval-limit problems of VAL_FILES with
 --eval-k samples per problem (evaluation sampling, the preset's horizon and response length), with
 the teacher's role advantage Δ and once more with the roles' models swapped (MAS workflows). The
-prompt-only MAS evaluates the untrained student. The defaults are the comparison the README
-reports. --jobs runs that many method × seed cells at once, each with its share of the CPU threads.
+prompt-only MAS evaluates the untrained student. --settings reads the settings each method was
+chosen at on validation problems (tiny_world_sensitivity.py's summary.json, "chosen") and trains
+every method with them (a method without a choice stops the script). The defaults are the
+comparison the README reports. --jobs runs that many method × seed cells at once, each with its
+share of the CPU threads.
 
 Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/<method>/seed<k>/train/<domain>/          checkpoints/, TensorBoard, train.log, done.json
@@ -31,6 +35,7 @@ report (Markdown, JSON, PNG) to benchmarks/results/tiny_world_compare/.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -87,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=str(ROOT / ".cache" / "compare" / "world"), help="tiny_world.py --cache")
     p.add_argument("--domains", default="code,math")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
-    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--steps", type=int, default=12, help="training steps of every method")
-    p.add_argument("--test-freq", type=int, default=6, help="validation every N steps (training curves)")
+    p.add_argument("--test-freq", type=int, default=2, help="validation every N steps (training curves)")
     p.add_argument("--curve-limit", type=int, default=100, help="validate on the first N held-out problems")
     p.add_argument("--eval-k", type=int, default=2, help="evaluation samples per held-out problem")
     p.add_argument("--eval-limit", type=int, default=200, help="evaluate the first N held-out problems (0: all)")
@@ -97,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-teacher", action="store_true", help="skip the teacher's role advantage Δ")
     p.add_argument("--no-swap", action="store_true", help="skip the swapped-seat evaluation")
     p.add_argument("--override", action="append", default=[], help="Hydra override for every training run")
+    p.add_argument("--settings", help="summary.json of tiny_world_sensitivity.py: each method's chosen overrides")
     p.add_argument("--save", action="store_true", help="also write benchmarks/results/tiny_world_compare.json")
     return p
 
@@ -234,9 +240,9 @@ def domain_settings(args, domain: str, runs: Path) -> dict:
     }
 
 
-def run_method(name: str, domain: str, seed: int, args, settings: dict, runs: Path) -> dict[str, dict]:
+def run_method(name: str, method: Method, domain: str, seed: int, args, settings: dict, runs: Path) -> dict[str, dict]:
     """Train (unless prompt-only) and evaluate one method × seed on `domain`; {step key: outcome}."""
-    method, exports, outcomes = METHODS[name], settings["exports"], {}
+    exports, outcomes = settings["exports"], {}
     base, key = runs / name / f"seed{seed}", f"{name}/seed{seed}/{domain}"
     models = ["--model", exports["STUDENT_MODEL"]]
     if method.recipe is not None:
@@ -260,19 +266,34 @@ def run_method(name: str, domain: str, seed: int, args, settings: dict, runs: Pa
     return outcomes
 
 
+def chosen_methods(path: str, names: list[str]) -> dict[str, Method]:
+    """METHODS with each trained method's overrides followed by its chosen ones from `path`."""
+    chosen = json.loads(Path(path).read_text())["chosen"]
+    methods = dict(METHODS)
+    for name in names:
+        if METHODS[name].recipe is None:
+            continue
+        overrides = (chosen.get(name) or {}).get("overrides")
+        if overrides is None:
+            raise SystemExit(f"--settings {path}: no chosen setting for {name}")
+        methods[name] = dataclasses.replace(METHODS[name], overrides=(*METHODS[name].overrides, *overrides))
+    return methods
+
+
 def compare(args) -> dict:
     runs = Path(args.runs).resolve()
     methods = [m for m in args.methods.split(",") if m]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    table = chosen_methods(args.settings, methods) if args.settings else METHODS
     seeds = [int(s) for s in args.seeds.split(",") if s]
     domains = [d for d in args.domains.split(",") if d]
     settings = {domain: domain_settings(args, domain, runs) for domain in domains}
     cells = [(n, d, s) for d in domains for n in methods if d in METHODS[n].domains for s in seeds]
     outcomes = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        done = pool.map(lambda cell: run_method(*cell, args, settings[cell[1]], runs), cells)
+        done = pool.map(lambda c: run_method(c[0], table[c[0]], c[1], c[2], args, settings[c[1]], runs), cells)
         for cell_outcomes in done:
             outcomes.update(cell_outcomes)
     evaluated = [m for m in methods if any((runs / m).glob(f"seed*/eval/*/{DONE}"))]

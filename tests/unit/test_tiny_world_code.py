@@ -17,9 +17,9 @@ from verl_masopd.sandbox import run_many
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations, Program, wrong_program
 from verl_masopd.tiny_world.code_tasks import FAMILIES, GOLDEN_TESTS, code_rows, task
-from verl_masopd.tiny_world.math_tasks import HELDOUT_START
+from verl_masopd.tiny_world.math_tasks import HELDOUT_START, VALIDATION_START
 from verl_masopd.tiny_world.weights import WEIGHTS, WeightsError, rebuild_command, verified_models
-from verl_masopd.tiny_world.world import ensure_data, models
+from verl_masopd.tiny_world.world import ensure_data, ensure_validation_data, models
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.code import CodeWorkflow
 from verl_masopd.workflows.problem import Problem
@@ -46,11 +46,14 @@ def test_problem_i_depends_on_i_alone():
     assert all(len(task(i).tests) == GOLDEN_TESTS for i in SAMPLE)
 
 
-def test_train_and_heldout_files_are_disjoint_index_ranges(tmp_path):
+def test_train_heldout_and_validation_files_are_disjoint_index_ranges(tmp_path):
     train_file, heldout_file = ensure_data(tmp_path, "code", 12, 8)
     train, heldout = read_problems(train_file), read_problems(heldout_file)
     assert [p.uid for p in train] == [f"tiny-code-{i}" for i in range(12)]
     assert [p.uid for p in heldout] == [f"tiny-code-{i}" for i in range(HELDOUT_START, HELDOUT_START + 8)]
+    validation = read_problems(ensure_validation_data(tmp_path, "code", 4))
+    assert [p.uid for p in validation] == [f"tiny-code-{i}" for i in range(VALIDATION_START, VALIDATION_START + 4)]
+    assert VALIDATION_START > HELDOUT_START + 400  # the recipes' 400 held-out problems end before it
     first = heldout[0]
     assert first.domain == "code" and first.data_source == f"tiny_code_L{task(HELDOUT_START).level}"
     assert first.tests == task(HELDOUT_START).tests and first.reference_solution == task(HELDOUT_START).reference

@@ -9,8 +9,15 @@ import pytest
 from verl_masopd.chat import encode_messages
 from verl_masopd.sandbox import run_many
 from verl_masopd.tiny_world.demos import MathDemonstrations, wrong_expression
-from verl_masopd.tiny_world.math_tasks import HELDOUT_START, evaluate, math_rows, reference_program, task
-from verl_masopd.tiny_world.world import ensure_data
+from verl_masopd.tiny_world.math_tasks import (
+    HELDOUT_START,
+    VALIDATION_START,
+    evaluate,
+    math_rows,
+    reference_program,
+    task,
+)
+from verl_masopd.tiny_world.world import ensure_data, ensure_validation_data
 from verl_masopd.verify import extract_program_answer, math_equal
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.math import REASONER, TOOL_USER, MathWorkflow
@@ -27,13 +34,16 @@ def test_problem_i_depends_on_i_alone():
     assert [task(i).level for i in range(8)] == [1, 2, 3, 4, 1, 2, 3, 4]
 
 
-def test_train_and_heldout_files_are_disjoint_index_ranges(tmp_path):
+def test_train_heldout_and_validation_files_are_disjoint_index_ranges(tmp_path):
     train_file, heldout_file = ensure_data(tmp_path, "math", 12, 8)
     from data_prep.schema import read_problems
 
     train, heldout = read_problems(train_file), read_problems(heldout_file)
     assert [p.uid for p in train] == [f"tiny-math-{i}" for i in range(12)]
     assert [p.uid for p in heldout] == [f"tiny-math-{i}" for i in range(HELDOUT_START, HELDOUT_START + 8)]
+    validation = read_problems(ensure_validation_data(tmp_path, "math", 4))
+    assert [p.uid for p in validation] == [f"tiny-math-{i}" for i in range(VALIDATION_START, VALIDATION_START + 4)]
+    assert VALIDATION_START > HELDOUT_START + 400  # the recipes' 400 held-out problems end before it
 
 
 def test_the_expression_evaluates_with_precedence():

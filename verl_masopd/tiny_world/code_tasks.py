@@ -13,8 +13,9 @@ Golden tests: `GOLDEN_TESTS` inputs drawn from the problem's rng, expected outpu
 reference program prints the same (checked through the sandbox in the tests).
 
 Index ranges: training problems are [0, HELDOUT_START), held-out problems start at HELDOUT_START
-(math_tasks' convention): disjoint as indices, with disjoint golden tests; the few dozen distinct
-statements recur in both, as the ladder's L1 statements do.
+and validation problems at VALIDATION_START (math_tasks' convention): disjoint as indices, with
+disjoint golden tests; the few dozen distinct statements recur in all three, as the ladder's L1
+statements do.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ Levels (problem i is at level `LEVELS[i % 4]`, its numbers drawn from `random.Ra
 Every problem carries its expression e (Python syntax) with y* = eval(e), an integer; the
 Tool-User's reference program is `print(e)`.
 
-Index ranges: training problems are [0, HELDOUT_START), held-out problems start at
-HELDOUT_START, so the two are disjoint as indices (L1's few hundred distinct statements recur in
-both, as any sample of one-digit sums would).
+Index ranges: training problems are [0, HELDOUT_START), held-out (test) problems start at
+HELDOUT_START and validation problems, for choosing settings, at VALIDATION_START, so the three
+are disjoint as indices (L1's few hundred distinct statements recur in all of them, as any sample
+of one-digit sums would).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from data_prep.schema import math_row
 
 LEVELS = (1, 2, 3, 4)
 HELDOUT_START = 1_000_000
+VALIDATION_START = 2_000_000
 DATA_SOURCE = "tiny_math_L{level}"
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _WORDS = (

@@ -3,7 +3,9 @@ parquet files of a domain (the search world's also its corpus and BM25 index), a
 accuracy per ladder level of an evaluation.
 
 Training problems are [0, train) of the task family, held-out problems
-[HELDOUT_START, HELDOUT_START + heldout): disjoint index ranges. The search world's models are
+[HELDOUT_START, HELDOUT_START + heldout), validation problems (`ensure_validation_data`, for
+choosing settings without touching the held-out ones) [VALIDATION_START, VALIDATION_START + n):
+disjoint index ranges. The search world's models are
 `models("search")`, its questions the `qa` domain's.
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from data_prep.writer import write_rows
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.code_tasks import code_rows
-from verl_masopd.tiny_world.math_tasks import HELDOUT_START, math_rows
+from verl_masopd.tiny_world.math_tasks import HELDOUT_START, VALIDATION_START, math_rows
 from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import verified_models
 
@@ -42,6 +44,14 @@ def ensure_data(folder: Path, domain: str, train: int, heldout: int) -> tuple[Pa
         if not path.exists():
             write_rows(task_rows(domain, start, count, split), path)
     return files[0][0], files[1][0]
+
+
+def ensure_validation_data(folder: Path, domain: str, count: int) -> Path:
+    """`tiny_<domain>_validation<count>.parquet` under `folder`."""
+    path = folder / f"tiny_{domain}_validation{count}.parquet"
+    if not path.exists():
+        write_rows(task_rows(domain, VALIDATION_START, count, "validation"), path)
+    return path
 
 
 def ensure_search_data(folder: Path, train: int, heldout: int) -> dict[str, Path]:
