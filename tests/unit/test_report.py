@@ -1,6 +1,7 @@
 """The report from small hand-made evaluation outputs and TensorBoard logs: exact mean ± std,
 missing cells, best marked, role table, refusal of mixed settings, figures written."""
 
+import math
 import statistics
 import subprocess
 import sys
@@ -90,6 +91,19 @@ def test_main_table_mean_std_missing_and_best(runs, tmp_path):
     assert grpo == f"| grpo | 2 | — | — | **68.8 ± {std:.1f}** | — | — |"
     sa = next(line for line in md.splitlines() if line.startswith("| sa |") and "12.5" in line)
     assert sa == "| sa | 1 | — | — | 12.5 | 12.5 | 12.5 |"
+
+
+def test_differences_against_a_reference_with_their_standard_errors(runs, tmp_path):
+    report = write_report(runs, tmp_path / "out", None, "val/accuracy", False, reference="grpo")
+    [main, *_] = report["differences"]["tables"]
+    cell = main["rows"]["masopd"]["m1"]
+    se = math.sqrt(statistics.variance([0.5, 0.75, 0.25]) / 3 + statistics.variance([0.75, 0.625]) / 2)
+    assert cell["mean"] == pytest.approx(0.5 - 0.6875) and cell["std"] == pytest.approx(se) and cell["n"] == 2
+    assert main["rows"]["sa"]["m1"] is None and main["rows"]["masopd"]["m2"] is None  # one seed; no grpo on m2
+    assert "grpo" not in main["rows"] and main["kinds"]["m1"] == "points"
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "difference against grpo (± standard error over seeds)" in md and f"-18.8 ± {100 * se:.1f}" in md
+    assert write_report(runs, tmp_path / "none", None, "val/accuracy", False)["differences"]["tables"] == []
 
 
 def test_role_table_from_summaries(tmp_path):

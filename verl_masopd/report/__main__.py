@@ -1,15 +1,18 @@
 """Write the paper's report from a RUNS folder (layout: `verl_masopd/report/__init__.py`).
 
   python -m verl_masopd.report --runs RUNS --out DIR [--methods a,b,...] [--curve-tag val/accuracy]
-      [--allow-mixed]
+      [--allow-mixed] [--reference opd]
 
 DIR/report.md    the main table, one role-specialisation and collaboration table per domain and,
                  when evaluations of the search workflow are among them, the QA tables
                  (qa_systems.py, qa_tables.py: avg@k, pass@k, k/k, sub-EM, relaxed EM, failures
                  and tokens per dataset and Macro, and the paired bootstrap differences of the
                  first system with each other one)
+                 and, when --reference (default opd) has evaluations, the main and role tables
+                 again as every other method's difference against it ± its standard error
+                 (differences.py)
 DIR/report.json  the same numbers (mean, std, n and the seeds' values per cell; the QA tables'
-                 values and intervals) and the curves
+                 values and intervals; the differences) and the curves
 DIR/main_table.png  the main table as bars with ± std error bars
 DIR/curves.png   --curve-tag against training step per method (mean, ± std band over seeds)
 
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from verl_masopd.report.consistency import check_settings
 from verl_masopd.report.curves import method_curves
+from verl_masopd.report.differences import difference_table
 from verl_masopd.report.figures import bar_figure, curves_figure, method_colours
 from verl_masopd.report.layout import find_evaluations, find_event_files
 from verl_masopd.report.markdown import table_markdown
@@ -42,10 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", help="comma-separated methods, in row order (default: all, sorted)")
     p.add_argument("--curve-tag", default="val/accuracy", help="TensorBoard scalar of the training curves")
     p.add_argument("--allow-mixed", action="store_true", help="report evaluations with differing settings")
+    p.add_argument("--reference", default="opd", help="method the differences are taken against (default opd)")
     return p
 
 
-def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: str, allow_mixed: bool) -> dict:
+def write_report(
+    runs: Path, out: Path, methods: list[str] | None, curve_tag: str, allow_mixed: bool, reference: str = "opd"
+) -> dict:
     """Writes the four files of the module docstring; returns report.json's content."""
     evaluations = find_evaluations(runs, methods)
     order = method_order(evaluations, methods)
@@ -53,6 +60,7 @@ def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: st
     main = main_table(evaluations, order)
     domains = sorted({e.domain for e in evaluations})
     roles = [role_table(evaluations, order, domain) for domain in domains]
+    against = [d for t in (main, *roles) if (d := difference_table(t, reference)) is not None]
     systems = qa_systems(evaluations, order)
     qa = qa_tables(systems) if systems else []
     found = method_curves(find_event_files(runs, order), curve_tag)
@@ -70,6 +78,7 @@ def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: st
         "setting_differences": differences,
         "main_table": main.as_dict(),
         "role_tables": {domain: t.as_dict() for domain, t in zip(domains, roles, strict=True)},
+        "differences": {"reference": reference, "tables": [t.as_dict() for t in against]},
         "qa_systems": list(systems),
         "qa_tables": [t.as_dict() for t in qa],
         "curve_tag": curve_tag,
@@ -77,7 +86,7 @@ def write_report(runs: Path, out: Path, methods: list[str] | None, curve_tag: st
         "figures": figures,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "report.md").write_text(report_markdown(report, [main, *roles], qa, curve_tag))
+    (out / "report.md").write_text(report_markdown(report, [main, *roles, *against], qa, curve_tag))
     return report
 
 
@@ -103,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     methods = [m for m in args.methods.split(",") if m] if args.methods else None
     try:
-        write_report(Path(args.runs), Path(args.out), methods, args.curve_tag, args.allow_mixed)
+        write_report(Path(args.runs), Path(args.out), methods, args.curve_tag, args.allow_mixed, args.reference)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
