@@ -100,6 +100,18 @@ def test_opd_coder_and_grpo_tester_grouped_by_episode():
     assert metrics["per_role/advantage_mean"] == pytest.approx(-1.75 / 32)
 
 
+def test_a_frozen_role_leaves_the_loss_and_the_other_role_is_unchanged():
+    frozen = {"coder": {"estimator": "frozen"}, "tester": OPD_CODER_GRPO_TESTER["tester"]}
+    out = compute_advantages(two_role_batch(), algorithm_config(per_role=frozen))
+    both = compute_advantages(two_role_batch(), algorithm_config(per_role=OPD_CODER_GRPO_TESTER))
+    coder = [i for i, row in enumerate(ROWS) if row[0] == "coder"]
+    tester = [i for i in range(len(ROWS)) if i not in coder]
+    assert out.batch["trainable"].tolist() == [i not in coder for i in range(len(ROWS))]
+    assert torch.equal(out.batch["advantages"][coder], torch.zeros(2, 3))
+    assert torch.equal(out.batch["advantages"][tester], both.batch["advantages"][tester])
+    assert "per_role/coder/frozen/advantage_mean" in out.meta_info["advantage_metrics"]
+
+
 def test_grouping_by_problem_mixes_the_episodes():
     per_role = dict(OPD_CODER_GRPO_TESTER, tester={"estimator": "grpo"})
     out = compute_advantages(two_role_batch(), algorithm_config(per_role=per_role))

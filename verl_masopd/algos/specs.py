@@ -54,6 +54,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl_masopd.algos.cure import finish_cure, prepare_cure
 from verl_masopd.algos.cure_matrix import cure_matrices
 from verl_masopd.algos.distillation import DistillationSettings, read_distillation
+from verl_masopd.algos.frozen import finish_frozen
 from verl_masopd.algos.grpo import GrpoOptions, finish_grpo, prepare_grpo
 from verl_masopd.algos.magrpo import MagrpoOptions
 from verl_masopd.algos.marft import MarftOptions
@@ -140,6 +141,13 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             prepare=prepare_distillation,
             token_terms=opd_token_terms,
             no_task_distillation=TEACHER_ONLY,
+        ),
+        EstimatorSpec(
+            "frozen",
+            workflows=frozenset({"mas", "sa"}),
+            uses_local_reward=None,
+            finish=finish_frozen,
+            no_task_distillation="its rows enter no loss",
         ),
         EstimatorSpec(
             "grpo",
