@@ -21,7 +21,7 @@ Resumable across sessions: a cell's result is RESULTS/cells/<domain>/<method>/<s
 skipped. --max-cells N runs at most N new cells, then writes the summary (a session's share).
 
 Selection, on validation only: a method's setting is the one of its complete settings (every
-domain × seed has a result) with the highest validation accuracy averaged over the domains of the
+domain it applies to × seed has a result) with the highest validation accuracy averaged over the domains of the
 per-domain means over seeds; a tie goes to the setting listed first. masopd-no-ras's is the best
 of masopd's β = 0 settings (the same runs). tiny_world_compare.py --settings RESULTS/summary.json
 trains every method at its choice. RESULTS/summary.json holds
@@ -180,12 +180,17 @@ def choose(cells: list[dict], method: str, settings: list[Setting], domains: lis
     return best or {"setting": None}
 
 
+def method_domains(method: str, domains: list[str]) -> list[str]:
+    """The study's domains that `method` applies to (cure: code only)."""
+    return [d for d in domains if d in compare.METHODS[method].domains]
+
+
 def summarise(cells: list[dict], domains: list[str], seeds: list[int]) -> dict:
     chosen = {"masopd": choose(cells, "masopd", ras_settings(), domains, seeds)}
     ras = next((s for s in ras_settings() if s.name == chosen["masopd"]["setting"]), None)
     for method in TUNED:
         if method != "masopd":
-            chosen[method] = choose(cells, method, settings_of(method, ras), domains, seeds)
+            chosen[method] = choose(cells, method, settings_of(method, ras), method_domains(method, domains), seeds)
     no_ras = [s for s in ras_settings() if s.name.startswith("beta0_")]
     chosen["masopd-no-ras"] = choose(cells, "masopd", no_ras, domains, seeds)
     table = {}
@@ -252,8 +257,7 @@ def pending_cells(args, results: Path, domains: list[str], seeds: list[int]) -> 
         (domain, method, setting, seed)
         for method in methods
         for setting in settings_of(method, ras)
-        for domain in domains
-        if domain in compare.METHODS[method].domains
+        for domain in method_domains(method, domains)
         for seed in seeds
     ]
     return [c for c in cells if not cell_path(results, c[0], c[1], c[2], c[3]).is_file()]
