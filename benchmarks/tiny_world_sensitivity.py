@@ -54,7 +54,7 @@ LEARNING_RATES = ("3e-4", "1e-3")
 RAS_COEFS = ("0", "0.1", "0.25", "0.5", "1")
 RAS_CLIPS = ("1", "5")
 DIAGNOSTICS = ("opd_term", "ras_term", "clip_share", "distillation_term", "entropy")
-TUNED = ("sa-st-grpo", "mas-grpo", "magrpo", "marft", "at-grpo", "cure", "opd", "masopd", "masopd-no-pac")
+TUNED = ("masopd", "opd", "mas-grpo", "sa-st-grpo", "magrpo", "marft", "at-grpo", "cure", "masopd-no-pac")
 
 
 @dataclass(frozen=True)
