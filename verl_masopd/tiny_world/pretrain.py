@@ -2,7 +2,8 @@
 
 One run from `seed`: a Qwen3-architecture model of `WORLD_SIZE` (~0.33M parameters, the
 project's byte-level tokenizer; at a fixed CPU budget the smallest of the probed sizes learnt the
-most; the search world's `SEARCH_SIZE`, ~0.46M, has heads of 32) learns replies given contexts,
+most; the search world's `SEARCH_SIZE` is ~0.46M; both have heads of 32, as vLLM's CPU attention
+needs) learns replies given contexts,
 with the loss on reply tokens only,
 
     L(θ) = − Σ_{(x, y) ∈ batch} Σ_{k ∈ T(y)} log π_θ(y_k | x, y_<k) / Σ_{(x, y) ∈ batch} |T(y)|,
@@ -36,11 +37,11 @@ WORLD_SIZE = dict(
     hidden_size=64,
     intermediate_size=256,
     num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=32,
 )
-# the search world's, ~0.46M parameters: heads of 32 (vLLM's CPU attention needs a head size of at least 32)
+# the search world's, ~0.46M parameters
 SEARCH_SIZE = dict(
     hidden_size=96,
     intermediate_size=256,
@@ -61,7 +62,7 @@ class Schedule:
     student_lr: float = 3e-4
     warmup: int = 50
     weight_decay: float = 0.01
-    threads: int = 2
+    threads: int = 1
 
     def __post_init__(self):
         if self.steps <= self.warmup or self.student_steps < 1:
