@@ -8,7 +8,8 @@ Cells, per domain and seed, each trained as tiny_world_compare.py trains a metho
 CPU mode, the tiny_world preset's batch, group size and horizon, the same steps):
   masopd         β ∈ {0, 0.1, 0.25, 0.5, 1} × c ∈ {1, 5} × lr ∈ {3e-4, 1e-3}, β = 0 once per lr
                  (A_k = s_k + 0·clip(Δ_k, ±c) for every c): 18 settings
-  masopd-no-pac  lr ∈ {3e-4, 1e-3} at masopd's chosen (β, c), once masopd's grid is complete
+  masopd-no-pac  lr ∈ {3e-4, 1e-3} at masopd's chosen (β, c), chosen once masopd's whole grid
+                 has its results
   every other trained method of the comparison: lr ∈ {3e-4, 1e-3} at its defaults
 Training logs no held-out validation (trainer.test_freq=-1). Each cell is then evaluated on the
 first --eval-limit validation problems (tiny_world math_tasks.VALIDATION_START) and on the first
@@ -165,7 +166,7 @@ def read_cells(results: Path) -> list[dict]:
 def choose(cells: list[dict], method: str, settings: list[Setting], domains: list[str], seeds: list[int]) -> dict:
     """{"setting", "validation", "test"} of `method`'s best complete setting (None when none is)."""
     best = None
-    for setting in settings:
+    for setting in settings if domains else []:
         found = {(c["domain"], c["seed"]): c for c in cells if c["method"] == method and c["setting"] == setting.name}
         if any((d, s) not in found for d in domains for s in seeds):
             continue
@@ -185,9 +186,20 @@ def method_domains(method: str, domains: list[str]) -> list[str]:
     return [d for d in domains if d in compare.METHODS[method].domains]
 
 
+def grid_complete(
+    cells: list[dict], method: str, settings: list[Setting], domains: list[str], seeds: list[int]
+) -> bool:
+    """Every setting of `method` has a result for every domain × seed."""
+    done = {(c["setting"], c["domain"], c["seed"]) for c in cells if c["method"] == method}
+    return all((s.name, d, k) in done for s in settings for d in domains for k in seeds)
+
+
 def summarise(cells: list[dict], domains: list[str], seeds: list[int]) -> dict:
-    chosen = {"masopd": choose(cells, "masopd", ras_settings(), domains, seeds)}
-    ras = next((s for s in ras_settings() if s.name == chosen["masopd"]["setting"]), None)
+    """Every method's choice; masopd's (and so masopd-no-pac's settings) only once its grid is complete."""
+    grid = ras_settings()
+    complete = grid_complete(cells, "masopd", grid, domains, seeds)
+    chosen = {"masopd": choose(cells, "masopd", grid, domains, seeds) if complete else {"setting": None}}
+    ras = next((s for s in grid if s.name == chosen["masopd"]["setting"]), None)
     for method in TUNED:
         if method != "masopd":
             chosen[method] = choose(cells, method, settings_of(method, ras), method_domains(method, domains), seeds)

@@ -76,10 +76,13 @@ def test_the_summary_tables_every_cell_and_the_next_cells_follow_the_choice(tmp_
     cure = [cell("cure", f"lr{lr}", "code", seed, v, v) for lr, v in (("3e-4", 0.2), ("1e-3", 0.4)) for seed in SEEDS]
     with_cure = study.summarise([*study.read_cells(tmp_path), *cure], DOMAINS, SEEDS)
     assert with_cure["chosen"]["cure"]["setting"] == "lr1e-3"  # code only: complete without math
+    assert study.summarise(cure, ["math"], SEEDS)["chosen"]["cure"] == {"setting": None}  # no domain of its own
     assert summary["chosen"]["masopd-no-ras"]["setting"] == "beta0_clip5_lr3e-4"  # the first of the tied β = 0
     markdown = study.summary_markdown(summary)
     assert "| masopd | beta0.5_clip1_lr1e-3 | 60.0 ± 0.0 (n=2) | 60.0 ± 0.0 (n=2) | 30.0 ± 0.0 (n=2) |" in markdown
     assert "- masopd: beta0.5_clip1_lr1e-3 (validation 60.0, test 30.0)" in markdown
+    partial = [c for c in study.read_cells(tmp_path) if c["setting"] != "beta0_clip5_lr3e-4" or c["seed"] == 0]
+    assert study.summarise(partial, DOMAINS, SEEDS)["chosen"]["masopd"] == {"setting": None}  # grid incomplete
     args = study.build_parser().parse_args(["--methods", "masopd,masopd-no-pac,cure"])
     pending = study.pending_cells(args, tmp_path, DOMAINS, SEEDS)
     assert {(d, m, s.name) for d, m, s, _ in pending} == {
