@@ -17,7 +17,7 @@ layer or of a higher one. The layers, bottom to top:
     8. serving          (verl's vLLM servers for the policies and the teacher)
     9. trainer, config, tiny_world
    10. eval
-   11. report, train, plugin
+   11. report, train, plugin, merge_adapter
 """
 
 import ast
@@ -36,7 +36,7 @@ LAYERS = [
     {"serving"},
     {"trainer", "config", "tiny_world"},
     {"eval"},
-    {"report", "train", "plugin"},
+    {"report", "train", "plugin", "merge_adapter"},
 ]
 LAYER_OF = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 PACKAGE = Path(verl_masopd.__file__).parent

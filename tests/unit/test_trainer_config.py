@@ -204,7 +204,7 @@ def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
         ("pac.attribution", "oracle", "pac.attribution"),
         ("rollout.group_size", 0, "rollout.group_size"),
         ("teacher.max_context_length", 1, "teacher.max_context_length"),
-        ("teacher.backend", "sglang", "teacher.backend: must be one of ('engine', 'vllm'), got 'sglang'"),
+        ("teacher.backend", "sglang", "teacher.backend: must be one of ('engine', 'vllm', 'lora_base'), got 'sglang'"),
         ("algorithm.adv_estimator", "ppo2", "algorithm.adv_estimator"),
         ("algorithm.masopd.ras_clip", -1.0, "algorithm.masopd.ras_clip"),
         ("trainer.logger", ["console", "neptune"], "trainer.logger"),
