@@ -116,7 +116,39 @@ def probe(base: str, adapters: list[Path], rank: int, prompts: list[str], new_to
         "requests": len(requests),
         "max_abs_log_prob_gap": gaps,
         "distinct_completions_per_prompt": len({t for _, t in distinct}) / len(prompts),
+        "prompt_log_probs": prompt_probe(llm, base, adapters, prompts),
     }
+
+
+def prompt_probe(llm, base: str, adapters: list[Path], prompts: list[str]) -> dict:
+    """Prompt log-probs under each adapter (what a scorer asks for): one request per batch, as the
+    largest gap to peft's merged model; then every adapter's requests in one batch, its gap or its
+    failure as vLLM reports it (last: a failure ends the engine)."""
+    from vllm import SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    sampling = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
+    loras = [LoRARequest(f"policy{i}", i + 1, str(a)) for i, a in enumerate(adapters)]
+
+    def gap(out, adapter: Path) -> float:
+        ids = out.prompt_token_ids
+        served = [row[ids[j]].logprob for j, row in enumerate(out.prompt_logprobs) if j > 0]
+        expected = merged_log_probs(base, adapter, ids[:1], ids[1:])
+        return max(abs(a - b) for a, b in zip(served, expected, strict=True))
+
+    alone = max(
+        gap(llm.generate([prompt], sampling, lora_request=[lora])[0], adapter)
+        for lora, adapter in zip(loras, adapters)
+        for prompt in prompts
+    )
+    result: dict = {"one_request_per_batch_max_gap": alone}
+    pairs = [(lora, adapter, prompt) for lora, adapter in zip(loras, adapters) for prompt in prompts]
+    try:
+        outs = llm.generate([p for *_, p in pairs], sampling, lora_request=[lora for lora, *_ in pairs])
+        result["batched_max_gap"] = max(gap(out, adapter) for out, (_, adapter, _) in zip(outs, pairs))
+    except Exception as e:  # the failure is the measurement
+        result["batched_failure"] = f"{type(e).__name__}: {str(e)[:500]}"
+    return result
 
 
 def main() -> None:

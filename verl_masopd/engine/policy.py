@@ -59,5 +59,14 @@ class Policy:
         self.sync(step)
 
 
+class ServedPolicy(Policy):
+    """A `Policy` whose weights reach its servers without a driver copy of the full weights: its
+    backend's sync pulls what the servers load from the engine itself (verl's checkpoint engine,
+    worker to server, or the adapter alone, serving/adapter_policies.py)."""
+
+    def sync(self, version: int) -> None:
+        self.backend.update_weights({}, version)
+
+
 def _numeric(values: list) -> bool:
     return all(isinstance(v, int | float) for v in values)

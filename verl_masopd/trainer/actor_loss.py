@@ -5,9 +5,10 @@ Every loss setting under `actor_rollout_ref.actor` (clip_ratio, clip_ratio_low/h
 tau_pos/neg, loss_agg_mode, loss_scale_factor, entropy_coeff, calculate_entropy, policy_loss.*,
 use_kl_loss, kl_loss_coef, kl_loss_type) reaches verl's `ppo_loss` through verl's
 `FSDPActorConfig`, converted from the section as verl's trainer does. The update itself is the
-trainer's (one pass, contiguous mini-batches, engine/policy.py) and the hf generation path's
-optimizer takes only lr, weight_decay and grad_clip (engine/policy_engine.py); a setting of those parts
-that differs from what runs is refused by name (`check_actor_settings`).
+trainer's (one pass, contiguous mini-batches, engine/policy.py) and the project's engine (every
+policy but the hybrid ones of full fine-tuning on vllm) takes only lr, weight_decay and grad_clip
+of the optimizer (engine/policy_engine.py); a setting of those parts that differs from what runs is
+refused by name (`check_actor_settings`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig
 from verl.workers.utils.losses import ppo_loss
 
-from verl_masopd.serving.generation_path import HF
 from verl_masopd.trainer.config import ConfigError
 
 ACTOR = "actor_rollout_ref.actor"
@@ -74,8 +74,9 @@ def _same(a, b) -> bool:
     return plain(a) == plain(b)
 
 
-def check_actor_settings(cfg: DictConfig, generation: str) -> None:
-    """Refuse, by name, an actor setting that would be ignored (module doc)."""
+def check_actor_settings(cfg: DictConfig, hybrid: bool) -> None:
+    """Refuse, by name, an actor setting that would be ignored (module doc); hybrid: the policies
+    are verl's hybrid workers (vllm, full fine-tuning), whose optimizer reads verl's whole section."""
     actor = cfg.actor_rollout_ref.actor
     for key, runs_with in UPDATE_RUNS_WITH.items():
         if not _same(actor.get(key), runs_with):
@@ -91,12 +92,13 @@ def check_actor_settings(cfg: DictConfig, generation: str) -> None:
             f"{ACTOR}.optim.clip_grad={optim.clip_grad!r} differs from {ACTOR}.grad_clip={actor.grad_clip!r}, "
             f"which is the clip that runs; set {ACTOR}.grad_clip"
         )
-    if generation != HF:
+    if hybrid:
         return
     defaults = {f.name: f.default for f in fields(FSDPOptimizerConfig)}
     for key in optim:
         if key not in OPTIM_TAKEN and key in defaults and not _same(optim[key], defaults[key]):
             raise ConfigError(
-                f"{ACTOR}.optim.{key}={optim[key]!r} is not used on the hf generation path, whose optimizer "
-                f"runs with {key}={defaults[key]!r}; remove the override or use the vllm generation path"
+                f"{ACTOR}.optim.{key}={optim[key]!r} is not used by the project's engine (the hf generation "
+                f"path; LoRA on vllm), whose optimizer runs with {key}={defaults[key]!r}; remove the override "
+                "or train every weight on the vllm generation path"
             )

@@ -53,6 +53,7 @@ PAC_ATTRIBUTIONS = ("rules", "model")
 PLACEMENTS = ("ray", "local")
 ENGINE_DTYPES = ("float32", "bfloat16")
 DEVICES = ("cpu", "cuda", "npu")
+VLLM_MAX_LORA_RANK = 512  # the largest of vLLM's allowed `max_lora_rank` values (vllm.config.lora.MaxLoRARanks)
 LORA_BASE = "lora_base"  # the teacher is a LoRA policy's base model, scored on its engine with the adapter off
 TEACHER_BACKENDS = ("engine", "vllm", LORA_BASE)
 
@@ -294,12 +295,8 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     _check_policy_paths(workflow, students, policies)
     _check_models(students, teacher)
     loras = policy_loras(cfg, {p: students.policy_paths.get(p, students.path) for p in policies})
-    require(
-        not any(loras.values()) or cfg.actor_rollout_ref.rollout.name != "vllm",
-        "actor_rollout_ref.rollout.name",
-        "vllm with LoRA adapters is not built (one server per policy, adapters routed by name); "
-        "LoRA runs on the hf generation path",
-    )
+    if cfg.actor_rollout_ref.rollout.name == "vllm":
+        _check_vllm_loras(loras)
     _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})
     train_files = _data_files(cfg, "data.train_files", required=True)
     val_files = _data_files(cfg, "data.val_files", required=False)
@@ -405,6 +402,25 @@ def _check_policy_paths(workflow: WorkflowSection, students: StudentsSection, po
     )
     unknown = [name for name in named if name not in policies]
     require(not unknown, "students.policy_paths", f"{unknown} are not policies of this run ({list(policies)})")
+
+
+def _check_vllm_loras(loras: dict) -> None:
+    """On vllm, LoRA policies share a multi-LoRA server per base and full fine-tuning runs a hybrid
+    worker per policy: one kind per run; and vLLM's `max_lora_rank` is at most VLLM_MAX_LORA_RANK."""
+    with_lora = sorted(p for p, lora in loras.items() if lora is not None)
+    without = sorted(p for p, lora in loras.items() if lora is None)
+    require(
+        not with_lora or not without,
+        "students.lora",
+        f"with actor_rollout_ref.rollout.name=vllm every policy trains LoRA or none does; {', '.join(with_lora)} "
+        f"with LoRA, {', '.join(without)} without",
+    )
+    for policy in with_lora:
+        require(
+            loras[policy].rank <= VLLM_MAX_LORA_RANK,
+            "actor_rollout_ref.model.lora_rank",
+            f"{policy}'s rank {loras[policy].rank} exceeds vLLM's largest max_lora_rank {VLLM_MAX_LORA_RANK}",
+        )
 
 
 def _check_lora_base(teacher: TeacherSection, loras: dict, policy_paths: dict[str, str]) -> None:

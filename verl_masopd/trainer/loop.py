@@ -50,6 +50,7 @@ from verl_masopd.rollout.manager import RolloutManager, RolloutMetrics
 from verl_masopd.rollout.records import RolloutGroup, episodes_of
 from verl_masopd.rollout.summary import summarize
 from verl_masopd.rollout.tree import TreeSampler
+from verl_masopd.serving.adapter_policies import build_adapter_policies
 from verl_masopd.serving.generation_path import VLLM, check_teacher_backend, select_generation_path
 from verl_masopd.serving.hybrid_policy import build_vllm_policy
 from verl_masopd.serving.plans import plan_policy_serving, rollout_world_size
@@ -97,7 +98,11 @@ class Trainer:
         self.run = validate_config(cfg)
         self.resume_point = prepare_checkpoint_folder(cfg)  # before any model loads
         self.generation = select_generation_path(cfg)
-        check_actor_settings(cfg, self.generation)
+        # on vllm, LoRA policies share one multi-LoRA server per base (serving/adapter_policies.py),
+        # full fine-tuning runs a hybrid worker per policy (serving/hybrid_policy.py)
+        adapters = self.generation == VLLM and any(self.run.loras.values())
+        self.hybrid = self.generation == VLLM and not adapters
+        check_actor_settings(cfg, self.hybrid)
         check_teacher_backend(self.run.teacher.backend, self.generation)
         self.estimator = self.run.estimator
         self.workflow = self.run.built_workflow
@@ -115,20 +120,24 @@ class Trainer:
         teacher_engine = self.estimator.needs_teacher and self.run.teacher.backend == "engine"
         engines = len(self.run.policies) + int(teacher_engine) + int(self.estimator.needs_reference)
         num_cpus = None
-        if self.generation == VLLM and self.run.trainer.device == "cpu":
+        if self.hybrid and self.run.trainer.device == "cpu":
             # each policy is a worker group with a pool of its own, the other engines share one:
             # one Ray slot (not a core) per policy and per shared engine
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
-        teacher_servers = self.estimator.needs_teacher and self.run.teacher.backend == VLLM
-        server_gpus = rollout_world_size(cfg) if teacher_servers else 0
+        # standalone vLLM servers: the teacher's, and one per base model of the LoRA policies
+        standalone = int(self.estimator.needs_teacher and self.run.teacher.backend == VLLM)
+        if adapters:
+            standalone += len({self.run.policy_path(p) for p in self.run.policies})
+        server_gpus = rollout_world_size(cfg) * standalone
         self.placement = EnginePlacement(self.run.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(
             1, -(-self.run.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
         )
+        self.servers: list = []  # what `close` stops: hybrid policies, adapter servers, the teacher's servers
         self.policies = self._build_policies(backend_factory)
-        self.reference = self.teacher = self.attributor = self.critic = self.teacher_servers = None
+        self.reference = self.teacher = self.attributor = self.critic = None
         if self.estimator.needs_reference:
             self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
         if self.estimator.needs_teacher:
@@ -157,24 +166,36 @@ class Trainer:
         actor = self.cfg.actor_rollout_ref.actor
         loss_fn = actor_loss(self.cfg)
         grad_clip = self.estimator.actor_grad_clip(actor.grad_clip)
-        policies = {}
-        for i, name in enumerate(self.run.policies):
-            path, seed = self.run.policy_path(name), self.run.trainer.seed + i
-            settings = EngineSettings(
-                model_path=path,
+        settings = {
+            name: EngineSettings(
+                model_path=self.run.policy_path(name),
                 lr=actor.optim.lr,
                 weight_decay=actor.optim.weight_decay,
                 grad_clip=grad_clip,
                 dtype=self.run.engines.dtype,
-                seed=seed,
+                seed=self.run.trainer.seed + i,
                 lora=self.run.loras.get(name),
             )
-            if self.generation == VLLM:
-                serving = plan_policy_serving(self.cfg, name, i, settings)
-                policies[name] = build_vllm_policy(serving, settings, loss_fn, self.num_mini_batches)
-                continue
-            engine = self.placement.build(settings, name)
-            policies[name] = Policy(name, engine, backend_factory(name, path, seed), loss_fn, self.num_mini_batches)
+            for i, name in enumerate(self.run.policies)
+        }
+        if self.hybrid:
+            policies = {
+                name: build_vllm_policy(plan_policy_serving(self.cfg, name, i, s), s, loss_fn, self.num_mini_batches)
+                for i, (name, s) in enumerate(settings.items())
+            }
+            self.servers += policies.values()
+            return policies
+        if self.generation == VLLM:
+            engines = {name: self.placement.build(s, name) for name, s in settings.items()}
+            policies, servers = build_adapter_policies(self.cfg, settings, engines, loss_fn, self.num_mini_batches)
+            self.servers += servers
+            return policies
+        policies = {}
+        for name, s in settings.items():
+            engine = self.placement.build(s, name)
+            policies[name] = Policy(
+                name, engine, backend_factory(name, s.model_path, s.seed), loss_fn, self.num_mini_batches
+            )
         return policies
 
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
@@ -193,8 +214,9 @@ class Trainer:
             layout=self.run.workflow.context_layout,
         )
         if self.run.teacher.backend == VLLM:
-            self.teacher_servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype)
-            scorer = self.teacher_servers.scorer
+            servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype)
+            self.servers.append(servers)
+            scorer = servers.scorer
         elif self.run.teacher.backend == LORA_BASE:
             teacher = AdapterOff(self.policies[self.run.teacher_policy()].engine)
             scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
@@ -311,11 +333,8 @@ class Trainer:
     def close(self) -> None:
         self.manager.close()
         self.val_manager.close()
-        if self.generation == VLLM:
-            for policy in self.policies.values():
-                policy.close()
-        if self.teacher_servers is not None:
-            self.teacher_servers.close()
+        for servers in self.servers:
+            servers.close()
 
     def _resume(self) -> None:
         """Continue from the checkpoint the start-up check chose and verified (`resume_point`), if any."""

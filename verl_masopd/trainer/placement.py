@@ -151,11 +151,15 @@ def _counted(resources: dict) -> dict:
 
 
 def check_gpu_request(engines: int, gpus_per_engine: int, available: int, server_gpus: int = 0) -> None:
-    """Stop at start-up when the engines and the standalone servers (the vLLM teacher's `server_gpus`)
-    ask for more GPUs than Ray sees."""
+    """Stop at start-up when the engines and the standalone vLLM servers (`server_gpus`: the
+    teacher's, and the LoRA policies' one per base model) ask for more GPUs than Ray sees."""
     needed = engines * gpus_per_engine + server_gpus
     if needed > available:
-        servers = f" + {server_gpus} GPUs of the vLLM teacher (teacher.backend=vllm)" if server_gpus else ""
+        servers = (
+            f" + {server_gpus} GPUs of standalone vLLM servers (teacher.backend=vllm; LoRA policies on vllm)"
+            if server_gpus
+            else ""
+        )
         raise ConfigError(
             f"engines.gpus_per_engine: {engines} engines x {gpus_per_engine} GPUs{servers} = {needed} GPUs "
             f"requested, but Ray sees {available}"
