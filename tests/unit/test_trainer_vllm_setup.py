@@ -163,6 +163,10 @@ def test_the_hybrid_actor_trains_with_the_policys_engine_settings(settings):
     assert (actor.fsdp_config.dtype, actor.fsdp_config.seed) == ("float32", 7)
     assert actor.fsdp_config.mixed_precision.param_dtype == "fp32"
     assert "hf_model" in actor.checkpoint.save_contents and "hf_model" not in actor.checkpoint.load_contents
+    rollout = plan_policy_serving(config(), "coder", 0, chosen).config.actor_rollout_ref.rollout
+    budget = chosen.max_tokens_per_micro_batch
+    assert (actor.use_dynamic_bsz, actor.ppo_max_token_len_per_gpu) == (True, budget)
+    assert (rollout.log_prob_use_dynamic_bsz, rollout.log_prob_max_token_len_per_gpu) == (True, budget)
     converted = omega_conf_to_dataclass(actor)
     assert (converted.optim.clip_grad, converted.engine.dtype) == (0.5, "float32")
 

@@ -11,6 +11,9 @@ which `actor_rollout_ref` is its own:
     mixed_precision, seed}, actor.checkpoint   the policy's `EngineSettings`, as the hf path's
                                   engine (MARFT's max_grad_norm, engines.dtype, trainer.seed + i,
                                   checkpoints with an HF copy of the weights)
+    actor.use_dynamic_bsz, rollout.log_prob_use_dynamic_bsz (true) and their token budgets
+                                  micro-batches of at most `max_tokens_per_micro_batch` tokens, as
+                                  the hf path's engine: any number of rows per policy and step
 
 vLLM seeds replica r of a policy with r + rollout.seed, so replica r of policy i samples with
 rollout.seed + i·R + r: distinct over all (policy, replica) pairs.
@@ -153,6 +156,12 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: Engi
         optim.total_training_steps = int(cfg.trainer.total_training_steps)
         optim.lr, optim.weight_decay, optim.clip_grad = settings.lr, settings.weight_decay, settings.grad_clip
         section.actor.fsdp_config.update(precision_fields(settings), seed=settings.seed)
+        # micro-batches by tokens, as the project's engine: a policy's row count varies per step
+        # (episodes end at different turns) and need not divide a fixed micro-batch size
+        section.actor.update(use_dynamic_bsz=True, ppo_max_token_len_per_gpu=settings.max_tokens_per_micro_batch)
+        section.rollout.update(
+            log_prob_use_dynamic_bsz=True, log_prob_max_token_len_per_gpu=settings.max_tokens_per_micro_batch
+        )
         section.actor.checkpoint.save_contents = list(CHECKPOINT_SAVE)
         section.actor.checkpoint.load_contents = list(CHECKPOINT_LOAD)
         if config.trainer.device == "cpu":
