@@ -89,7 +89,7 @@ def test_defaults_are_the_papers_common_settings(paper_cfg):
     assert (rollout.temperature, rollout.top_p, rollout.top_k) == (1.0, 1.0, -1)
     assert (rollout.val_kwargs.temperature, rollout.val_kwargs.top_p, rollout.val_kwargs.top_k) == (0.6, 0.95, 20)
     assert c.algorithm.adv_estimator == "masopd"
-    assert dict(c.algorithm.masopd) == {"ras_coef": 1.0, "ras_clip": 5.0, "num_contrast_roles": 1}
+    assert dict(c.algorithm.masopd) == {"ras_coef": 0.25, "ras_clip": 5.0, "num_contrast_roles": 1}
     assert (c.pac.enable, c.pac.attribution, c.pac.reveal_reference) == (True, "rules", False)
     assert dict(c.algorithm.reward) == {"team_weight": 1.0, "local_weight": 1.0}
     assert (c.algorithm.marft.critic_lr, c.algorithm.marft.critic_hidden, c.algorithm.grpo.group_by) == (
