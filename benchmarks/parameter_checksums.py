@@ -6,10 +6,12 @@ The setup is the integration test's (tests/integration/test_trainer_estimators.p
 student and teacher, one built-in problem per step, G = 2, horizon 2, 24 response tokens, local
 engines, and its scripted-mix backend (every other request answered correctly, so rewards vary).
 Writes benchmarks/results/<name>.json. --student/--teacher pin the models, so that trees whose
-tiny-model builder differs (another tokenizer) are compared on the same weights.
+tiny-model builder differs (another tokenizer) are compared on the same weights. --set adds Hydra
+overrides to every run, so that a tree whose defaults changed is compared at the earlier values
+(e.g. --set algorithm.masopd.ras_coef=1.0).
 
     VERL_PLATFORM=cpu python benchmarks/parameter_checksums.py [--name parameter_checksums] [--only grpo ...]
-        [--student DIR --teacher DIR]
+        [--student DIR --teacher DIR] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=sorted(CASES), help="estimators to run (default: all)")
     parser.add_argument("--student", help="student model folder (default: the tiny model this tree builds)")
     parser.add_argument("--teacher", help="teacher model folder (default: the small model this tree builds)")
+    parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides added to every run")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="checksums-"))
@@ -113,6 +116,7 @@ def main() -> None:
         f"trainer.total_training_steps={STEPS}",
         "trainer.logger=[console]",
         "trainer.save_freq=-1",
+        *args.set,
     ]
     estimators = args.only or list(CASES)
     report = {
@@ -120,6 +124,7 @@ def main() -> None:
         "setup": "tests/integration/test_trainer_estimators.py's overrides, scripted-mix backend, seed 0",
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
         "models": {"student": student, "teacher": teacher},
+        "overrides": args.set,
         "checksums": {e: checksums(e, common, data, work) for e in estimators},
     }
     save_result(args.name, report)

@@ -129,9 +129,10 @@ def test_every_update_reaches_only_its_policys_servers_and_survives_a_checkpoint
         assert coder.backend.version == version and answers(generate(coder)), f"responses stamped with {version}"
 
     assert tester.backend.version == 0 and answers(generate(tester))
-    torch.testing.assert_close(
-        served(tester), tester_served, atol=0, rtol=0, msg="the other policy's servers untouched"
-    )
+    # untouched: each coder update moved its own served log-probs by more than 1e-3; vLLM's CPU
+    # kernels may round the same prompt differently in another batch, hence not bit-equality
+    moved = (served(tester) - tester_served).abs().max().item()
+    assert moved < 1e-5, f"the other policy's servers moved by {moved}"
 
     coder.save(tmp_path, 2)
     assert (tmp_path / "huggingface" / "config.json").is_file(), "checkpoints carry an HF copy of the weights"
