@@ -29,7 +29,7 @@ from verl_masopd.engine.policy import ServedPolicy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.hybrid_policy import eos_ids_of
 from verl_masopd.serving.plans import plan_adapter_serving
-from verl_masopd.serving.policy_servers import PolicyServerManager, server_actors
+from verl_masopd.serving.policy_servers import PolicyServerManager, replica_servers, server_actors
 from verl_masopd.serving.server_backend import VerlServerBackend
 from verl_masopd.serving.vllm_cpu import call_timeout_s
 
@@ -58,11 +58,10 @@ class AdapterServer:
         from verl_masopd.serving.adapter_servers import adapter_replica_class
 
         config = plan_adapter_serving(cfg, model_path, dtype, len(ranks), get_vllm_max_lora_rank(max(ranks.values())))
-        self.policies = tuple(ranks)
         self.manager = PolicyServerManager.create(
             config, server_prefix=f"vllm_{name}_", replica_class=adapter_replica_class(config.trainer.device, name)
         )
-        self.servers = [server for replica in self.manager.get_replicas() for server in replica.servers]
+        self.servers = replica_servers(self.manager)
         self.client = self.manager.get_client()
         self.name = name
 

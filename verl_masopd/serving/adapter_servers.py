@@ -30,6 +30,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import msgspec
 import ray
 from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer, vLLMReplica
 from vllm.lora.request import LoRARequest
@@ -72,9 +73,7 @@ class AdapterRouting:
         previous = self.adapters.get(name)
         number = previous.lora_int_id if previous is not None else len(self.adapters) + 1
         request = LoRARequest(lora_name=name, lora_int_id=number, lora_path=os.fspath(folder))
-        loaded = await self.engine.add_lora(
-            LoRARequest(lora_name=name, lora_int_id=number, lora_path=os.fspath(folder), load_inplace=True)
-        )
+        loaded = await self.engine.add_lora(msgspec.structs.replace(request, load_inplace=True))
         if not loaded:
             raise RuntimeError(f"vLLM did not load adapter {name!r} (step {version}) from {folder}")
         await self.engine.reset_prefix_cache()

@@ -52,9 +52,14 @@ class PolicyServerManager(LLMServerManager):
         super().__init__(config, worker_group, rollout_resource_pool, **kwargs)
 
 
+def replica_servers(manager: LLMServerManager) -> list:
+    """The server actors of a server manager's replicas."""
+    return [server for replica in manager.get_replicas() for server in replica.servers]
+
+
 def server_actors(manager: LLMServerManager) -> list:
     """Every Ray actor a server manager started: its replicas' servers and its load balancer."""
-    return [server for replica in manager.get_replicas() for server in replica.servers] + [manager.global_load_balancer]
+    return replica_servers(manager) + [manager.global_load_balancer]
 
 
 class ColocatedWeightSync:
