@@ -56,6 +56,37 @@ async def test_engine_scores_equal_transformers_forward(tiny_teacher_path, tiny_
     assert max(abs(a - b) for a, b in zip(scores[0], scores[1])) > 1e-3
 
 
+@pytest.mark.parametrize("share", [False, True])
+async def test_topk_scores_are_the_full_forwards_top_k(share, tiny_teacher_path, tiny_tokenizer):
+    """score_topk on the packed path (shared prefix or not): per response position the k most
+    likely tokens of a plain transformers forward, their log-probs, and the sampled token's."""
+    teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
+    scorer = EngineTeacherScorer(teacher, pad_id=tiny_tokenizer.pad_token_id, share_prefix=share)
+    context = encode_messages(tiny_tokenizer, [{"role": "user", "content": "What is 6 times 7?"}])
+    other = encode_messages(tiny_tokenizer, [{"role": "user", "content": "What is 6 times 7? Check it."}])
+    response = tiny_tokenizer.encode("The answer is 42.", add_special_tokens=False)
+    requests = [ScoreRequest(context, response), ScoreRequest(other, response)]
+
+    scores = await scorer.score_topk(requests, 8)
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_teacher_path, attn_implementation="sdpa")
+    for request, got in zip(requests, scores, strict=True):
+        seq = torch.tensor([request.context_ids + request.response_ids])
+        with torch.no_grad():
+            log_probs = torch.log_softmax(model(input_ids=seq).logits.float()[0], dim=-1)
+        rows = log_probs[len(request.context_ids) - 1 : -1]
+        top = rows.topk(8, dim=-1)
+        assert got.ids == top.indices.tolist()
+        torch.testing.assert_close(torch.tensor(got.top_log_probs), top.values, atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(got.log_probs),
+            torch.tensor(transformers_response_log_probs(model, request)),
+            atol=1e-4,
+            rtol=0,
+        )
+    assert scorer.computed_tokens > 0
+
+
 async def test_shared_prefix_scoring_equals_full_recomputation_for_both_roles(tiny_teacher_path, tiny_tokenizer):
     """RAS under role_last with privileged blocks: the engine's shared-prefix path returns the packed
     pass's log-probs (own role and contrast) while running fewer tokens."""

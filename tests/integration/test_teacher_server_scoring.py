@@ -17,6 +17,8 @@ from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
 
 pytestmark = pytest.mark.integration
+# above vLLM's default max_logprobs (20): the servers start with max_logprobs = TOPK
+TOPK = 32
 
 HISTORY = (
     "## Problem\nCount the vowels of each line of the input and print the counts.\n\n"
@@ -44,7 +46,7 @@ def config(student: str, teacher: str):
 
 @pytest.fixture(scope="module")
 def teacher(ray_local, tiny_model_path, tiny_teacher_path):
-    served = VllmTeacher(config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, dtype="float32")
+    served = VllmTeacher(config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, dtype="float32", topk=TOPK)
     yield served
     served.close()
 
@@ -71,6 +73,27 @@ async def test_server_scores_equal_the_engines_and_the_contrast_pass_reuses_the_
     assert again == served_own
     assert 0 < reused <= 2 * shared, f"the contrast pass read {reused} cached tokens, {shared} shared per request"
     assert max(abs(a - b) for a, b in zip(served_own[0], served_contrast[0])) > 1e-4, "the role changes the scores"
+
+
+async def test_server_top_k_equals_the_engines(teacher, tiny_teacher_path, tiny_tokenizer):
+    """prompt_logprobs = k: the same k tokens, in the same order, with the same log-probs as the
+    engine's full log-softmax rows, and the sampled token's log-prob beside them."""
+    response = tiny_tokenizer.encode("```python\nprint(3)\n```", add_special_tokens=False)
+    requests = [ScoreRequest(context(tiny_tokenizer, "Coder"), response)]
+    engine = EngineTeacherScorer(
+        PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True)), 0, share_prefix=True
+    )
+
+    served, computed = await teacher.scorer.score_topk(requests, TOPK), await engine.score_topk(requests, TOPK)
+
+    for got, want in zip(served, computed, strict=True):
+        torch.testing.assert_close(torch.tensor(got.top_log_probs), torch.tensor(want.top_log_probs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(torch.tensor(got.log_probs), torch.tensor(want.log_probs), atol=1e-4, rtol=0)
+        gaps = torch.tensor(want.top_log_probs).diff(dim=-1).abs()
+        for i, (a, b) in enumerate(zip(got.ids, want.ids, strict=True)):
+            # ranks may swap only between log-probs closer than the two backends' rounding
+            swapped = [j for j in range(TOPK) if a[j] != b[j]]
+            assert all(min(gaps[i, max(j - 1, 0)], gaps[i, min(j, TOPK - 2)]) < 1e-4 for j in swapped), (i, swapped)
 
 
 def test_a_kv_cache_that_does_not_fit_stops_the_start_naming_the_setting(

@@ -163,11 +163,13 @@ def test_the_term_reaches_a_role_estimator_of_per_role():
             OmegaConf.merge(grpo_config(use_task_rewards=True), {"teacher": {"model_path": None}}),
             "teacher.model_path is required by distillation.distillation_loss.use_task_rewards=true",
         ),
-        (run_config(loss_mode="jsd"), "distillation.distillation_loss.loss_mode: 'jsd' is not one of verl's modes"),
-        (run_config(loss_mode="forward_kl_topk"), "distillation.distillation_loss.loss_mode: forward_kl_topk needs"),
-        (run_config(topk=0), "distillation.distillation_loss.topk: must be > 0, got 0"),
+        (run_config(loss_mode="tvd"), "distillation.distillation_loss.loss_mode: 'tvd' is not one of verl's modes"),
+        (run_config(loss_mode="forward_kl_topk"), "distillation.distillation_loss.topk: forward_kl_topk reads"),
+        (run_config(topk=0), "distillation.distillation_loss.topk: must be an integer > 0, got 0"),
+        (run_config(topk=-3), "distillation.distillation_loss.topk: must be an integer > 0, got -3"),
+        (run_config(loss_mode="jsd", topk=8, jsd_beta=1.0), "distillation.distillation_loss.jsd_beta: must be"),
         (run_config(distillation_loss_coef=-0.5), "distillation.distillation_loss.distillation_loss_coef: must be"),
-        (run_config(loss_mode="k3", use_policy_gradient=False), "distillation.distillation_loss.use_policy_gradient"),
+        (run_config(loss_mode="k1", use_policy_gradient=False), "distillation.distillation_loss: Directly backpropag"),
         (run_config(loss_max_clamp=0), "distillation.distillation_loss.loss_max_clamp: must be > 0"),
         (
             OmegaConf.merge(run_config(), {"distillation": {"teacher_models": {"t2": {"model_path": "/m/t2"}}}}),
@@ -190,6 +192,51 @@ def test_cure_refuses_the_teacher_term():
 
 
 def test_the_project_config_is_todays_term():
-    cfg = compose_config(["preset=cpu"])
-    assert read_distillation(cfg) == DistillationSettings(loss_mode="k1", use_task_rewards=False, coef=1.0)
+    settings = read_distillation(compose_config(["preset=cpu"]))
+    assert (settings.loss_mode, settings.use_task_rewards, settings.coef, settings.loss_max_clamp) == (
+        "k1",
+        False,
+        1.0,
+        None,
+    )
+    assert settings.use_policy_gradient and not settings.in_engine
     assert read_distillation(OmegaConf.create({})) == DistillationSettings()
+
+
+@pytest.mark.parametrize(
+    "section, topk, in_engine",
+    [
+        ({"loss_mode": "forward_kl_topk", "topk": 8, "use_policy_gradient": False}, True, True),
+        ({"loss_mode": "forward_kl_topk", "topk": 8, "use_policy_gradient": True}, True, True),
+        ({"loss_mode": "jsd", "topk": 16, "jsd_beta": 0.1}, True, True),
+        ({"loss_mode": "k3", "use_policy_gradient": False}, False, True),
+        ({"loss_mode": "k3", "use_policy_gradient": True}, False, False),
+    ],
+)
+def test_the_engine_modes_are_read_through_verls_config(section, topk, in_engine):
+    settings = read_distillation(run_config(**section))
+    assert settings.uses_topk == topk and settings.in_engine == in_engine
+    assert settings.verl_loss_config().loss_mode == section["loss_mode"]
+    assert settings.jsd_beta == section.get("jsd_beta", 0.5)
+
+
+def test_an_engine_mode_leaves_the_ras_term_in_the_advantage_and_weights_the_tokens():
+    # masopd with forward_kl_topk: A = β·clip(Δ) only (β = 1, c = 2: [2, −1.5]); w = 1 on the response
+    settings = validate_estimator_config(run_config(loss_mode="forward_kl_topk", topk=4, use_policy_gradient=False))
+    batch = teacher_batch()
+    batch.non_tensor_batch["teacher_scored"] = np.array([True], dtype=object)
+    out = compute_advantages(batch, settings)
+    assert torch.allclose(out.batch["advantages"], torch.tensor([[2.0, -1.5, 0.0]]))
+    assert torch.equal(out.batch["distillation_weight"], MASK)
+
+
+def test_grpo_plus_an_engine_mode_weights_scored_rows_by_lambda():
+    settings = validate_estimator_config(
+        grpo_config(use_task_rewards=True, distillation_loss_coef=0.5, loss_mode="k3", use_policy_gradient=False)
+    )
+    batch = grpo_batch()
+    batch.non_tensor_batch["teacher_scored"] = np.array([True, True, False, True], dtype=object)
+    out = compute_advantages(batch, settings)
+    grpo = torch.tensor([0.5, -1.5, 0.5, 0.5]).unsqueeze(-1) * MASK
+    assert torch.allclose(out.batch["advantages"], grpo, atol=1e-4)
+    assert torch.equal(out.batch["distillation_weight"], torch.tensor([[0.5], [0.5], [0.0], [0.5]]) * MASK)

@@ -8,6 +8,7 @@ import torch
 from verl import DataProto
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_masopd.rollout.batch import teacher_tensors
 from verl_masopd.rollout.records import EpisodeResult, Sample
 from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.attribution import Attributor
@@ -24,19 +25,30 @@ def position_log_prob(position: int, token: int) -> float:
     return -(token + 0.5 * position) / 100
 
 
+def top_ids(position: int, k: int) -> list[int]:
+    """The stand-in teacher's k most likely tokens at `position`, most likely first."""
+    return [(position + t) % 50 for t in range(k)]
+
+
 class StandInTeacherServer:
-    """Prompt log-probs as verl's vLLM server returns them (rows 1..n−1, then a dummy row)."""
+    """Prompt log-probs as verl's vLLM server returns them (rows 1..n−1, then a dummy row): with
+    prompt_logprobs 0 the prompt's own token, with k the top k by rank (`top_ids`)."""
 
     def __init__(self):
         self.requests = 0
+        self.topk_requests = 0
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        assert sampling_params["prompt_logprobs"] == 0 and sampling_params["max_tokens"] == 1
+        k = sampling_params["prompt_logprobs"]
+        assert sampling_params["max_tokens"] == 1
         self.requests += 1
+        self.topk_requests += k > 0
         rows = range(1, len(prompt_ids))
+        ids = [top_ids(j, k) for j in rows] if k else [[prompt_ids[j]] for j in rows]
         extra = {
-            "prompt_logprobs": [[position_log_prob(j, prompt_ids[j])] for j in rows] + [[0.0]],
-            "prompt_ids": [[prompt_ids[j]] for j in rows] + [[0]],
+            "prompt_logprobs": [[position_log_prob(j, i) for i in row] for j, row in zip(rows, ids)]
+            + [[0.0] * max(k, 1)],
+            "prompt_ids": ids + [[0] * max(k, 1)],
         }
         return TokenOutput(token_ids=[7], stop_reason="completed", extra_fields=extra)
 
@@ -136,6 +148,30 @@ async def test_tool_observations_are_context_for_the_teacher_but_never_scored(ti
     expected = [position_log_prob(c, 10), 0.0, 0.0, position_log_prob(c + 3, 13)]
     assert record.samples[0].teacher.log_probs == pytest.approx(expected)
     assert record.samples[0].teacher.contrast[0][1:3] == [0.0, 0.0]
+
+
+async def test_topk_scoring_keeps_the_own_role_top_k_on_generated_tokens(tiny_tokenizer):
+    """topk: the own-role pass also asks for the top k (a second request per response), the
+    contrast pass stays sampled-token; observation rows are 0; the batch carries [B, R, k]."""
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    server = StandInTeacherServer()
+    scoring = TeacherScoring(builder, ServerTeacherScorer(server), num_contrast_roles=1, topk=3)
+    record = reasoner_record(episode, [[10, 11, 12, 13]], [[1, 0, 0, 1]])
+    await scoring.score([record])
+
+    teacher = record.samples[0].teacher
+    c = len(builder.build(episode, "reasoner_0", 0, "reasoner", None, 4).ids)
+    assert teacher.topk_ids == [top_ids(c, 3), [0, 0, 0], [0, 0, 0], top_ids(c + 3, 3)]
+    assert teacher.topk_log_probs[0] == pytest.approx([position_log_prob(c, i) for i in top_ids(c, 3)])
+    assert teacher.topk_log_probs[1] == [0.0, 0.0, 0.0]
+    assert teacher.log_probs == pytest.approx([position_log_prob(c, 10), 0.0, 0.0, position_log_prob(c + 3, 13)])
+    assert (server.requests, server.topk_requests) == (3, 1)
+    tensors = teacher_tensors(record.samples[:1], width=5)
+    assert tensors["teacher_topk_ids"].shape == (1, 5, 3) and tensors["teacher_topk_ids"].dtype == torch.int64
+    assert tensors["teacher_topk_ids"][0, 3].tolist() == top_ids(c + 3, 3)
+    assert tensors["teacher_topk_log_probs"][0, 4].abs().sum() == 0
 
 
 async def test_scoring_cuts_responses_to_the_batch_length(tiny_tokenizer):

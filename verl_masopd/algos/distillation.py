@@ -10,8 +10,8 @@ modes of verl's distillation registry that `use_estimator`), negated and optiona
     k2, mse         D = ½ (ℓS − ℓT)²
     k3, low_var_kl  D = e^{ℓT−ℓS} − (ℓT − ℓS) − 1     (verl clamps ℓT − ℓS to ±20 and D to ±10)
 
-This is verl's `use_policy_gradient` form: d_k is a token advantage of the clipped policy
-gradient, as verl's distillation loss uses −D. Where it enters:
+This is verl's `use_policy_gradient` form, computed by the trainer: d_k is a token advantage of the
+clipped policy gradient, as verl's distillation loss uses −D. Where it enters:
 
     opd                    A_k = d_k
     masopd                 A_k = d_k + β · clip(Δ_k, −c, c)   (RAS's contrast Δ_k compares teacher
@@ -20,12 +20,26 @@ gradient, as verl's distillation loss uses −D. Where it enters:
     a reward estimator     A_k = A^est_k + λ · d_k            with use_task_rewards, λ =
                                                               distillation_loss_coef (GRPO + OPD)
 
+The engine's modes (`DistillationSettings.in_engine`): the top-k modes and the supervised form
+(use_policy_gradient=false) need the student's logits or a gradient through D, so the OPD term
+is verl's distillation loss inside the engine's loss (trainer/distillation_loss.py) and the
+advantage keeps the rest, d_k = 0 in the table above:
+
+    forward_kl_topk   D_k = Σ_{j ∈ K_k} p_j (log p_j − log q_j)          verl's
+    jsd               D_k = β_J Σ_j p_j log(p_j / m_j) + (1 − β_J) Σ_j q_j log(q_j / m_j),
+                      m_j = β_J p_j + (1 − β_J) q_j                       (algos/jsd.py)
+
+with K_k the teacher's k most likely tokens at position k under x_r (`topk`), p_j = π_T(j | x_r,
+y_<k), q_j = π_θ(j | u, y_<k), β_J = `jsd_beta` (the project's key in this section, 0.5: the
+symmetric JSD). The supervised form backpropagates D itself (the estimators but k1, whose
+gradient does not depend on the teacher; verl refuses it); the policy-gradient form of a top-k
+mode uses −D_k as the advantage of verl's own clipped loss on the sampled token.
+
 Config keys (verl's `DistillationLossConfig`, `distillation.distillation_loss.*`): loss_mode,
-use_task_rewards, distillation_loss_coef, loss_max_clamp, use_policy_gradient, topk. The project's
-config sets k1, no task reward and the policy-gradient form, which are today's masopd and opd.
-Refused at start, by key: a mode verl does not register; the top-k modes and the supervised form
-(use_policy_gradient=false), which need the teacher's top-k log-probs or a loss inside the engine
-that this trainer does not build; topk ≤ 0; a coefficient that is negative or not finite.
+use_task_rewards, distillation_loss_coef, loss_max_clamp, log_prob_min_clamp, use_policy_gradient,
+topk, and the project's jsd_beta. The project's config sets k1, no task reward and the
+policy-gradient form, which are today's masopd and opd. Refused at start, by key: a mode verl does
+not register; topk ≤ 0; jsd_beta outside (0, 1); a coefficient that is negative or not finite.
 A model path under `distillation.teacher_models` is refused too (one teacher, `teacher.model_path`);
 `distillation.enabled` is not read: an estimator uses the teacher by its own need or by
 `use_task_rewards`.
@@ -43,9 +57,11 @@ from verl.trainer.distillation.losses import DISTILLATION_SETTINGS_REGISTRY
 from verl.trainer.ppo.core_algos import kl_penalty
 from verl.utils.config import omega_conf_to_dataclass
 
+from verl_masopd.algos import jsd  # noqa: F401  registers "jsd" in verl's registry
 from verl_masopd.config_errors import ConfigError, require
 
 SECTION = "distillation.distillation_loss"
+JSD_BETA = "jsd_beta"
 # the project config's values (masopd_trainer.yaml), for keys a partial section leaves out
 PROJECT_DEFAULTS = {
     "_target_": "verl.workers.config.DistillationLossConfig",
@@ -54,18 +70,48 @@ PROJECT_DEFAULTS = {
     "distillation_loss_coef": 1.0,
     "loss_max_clamp": None,
     "use_policy_gradient": True,
+    JSD_BETA: 0.5,
 }
 
 
 @dataclass(frozen=True)
 class DistillationSettings:
     """The run's distillation loss: verl's mode, whether it rides on a reward estimator's
-    advantage (`use_task_rewards`) with weight `coef` λ, and the clamp M of D."""
+    advantage (`use_task_rewards`) with weight `coef` λ, and the clamp M of D; for the engine's
+    modes also `topk`, the policy-gradient or supervised form, verl's log-prob clamp and β_J."""
 
     loss_mode: str = "k1"
     use_task_rewards: bool = False
     coef: float = 1.0
     loss_max_clamp: float | None = None
+    use_policy_gradient: bool = True
+    topk: int | None = None
+    log_prob_min_clamp: float | None = None
+    jsd_beta: float = 0.5
+
+    @property
+    def uses_topk(self) -> bool:
+        """The mode reads the teacher's top-k log-probs (verl's `use_topk`)."""
+        return DISTILLATION_SETTINGS_REGISTRY[self.loss_mode].use_topk
+
+    @property
+    def in_engine(self) -> bool:
+        """The OPD term is verl's distillation loss in the engine (module doc), not a term of A_k."""
+        return self.uses_topk or not self.use_policy_gradient
+
+    def verl_loss_config(self):
+        """verl's `DistillationLossConfig` of these settings (what its distillation loss reads)."""
+        from verl.workers.config import DistillationLossConfig
+
+        return DistillationLossConfig(
+            loss_mode=self.loss_mode,
+            topk=self.topk,
+            use_task_rewards=self.use_task_rewards,
+            distillation_loss_coef=self.coef,
+            loss_max_clamp=self.loss_max_clamp,
+            log_prob_min_clamp=self.log_prob_min_clamp,
+            use_policy_gradient=self.use_policy_gradient,
+        )
 
 
 def read_distillation(config: DictConfig | None) -> DistillationSettings:
@@ -90,24 +136,27 @@ def read_distillation(config: DictConfig | None) -> DistillationSettings:
         f"{mode!r} is not one of verl's modes {sorted(DISTILLATION_SETTINGS_REGISTRY)}",
     )
     topk = section.get("topk")
-    require(topk is None or topk > 0, f"{SECTION}.topk", f"must be > 0, got {topk}")
     require(
-        mode in estimator_modes(),
-        f"{SECTION}.loss_mode",
-        f"{mode} needs the teacher's top-k log-probs, which the teacher scorers do not return; "
-        f"use a single-sample estimator: {sorted(estimator_modes())}",
+        topk is None or (isinstance(topk, int) and not isinstance(topk, bool) and topk > 0),
+        f"{SECTION}.topk",
+        f"must be an integer > 0, got {topk!r}",
+    )
+    require(
+        topk is not None or not DISTILLATION_SETTINGS_REGISTRY[mode].use_topk,
+        f"{SECTION}.topk",
+        f"{mode} reads the teacher's top-k log-probs: set topk",
+    )
+    beta = section.pop(JSD_BETA)
+    require(
+        isinstance(beta, int | float) and not isinstance(beta, bool) and 0 < beta < 1,
+        f"{SECTION}.{JSD_BETA}",
+        f"must be a number in (0, 1), got {beta!r}",
     )
     try:
         loss = omega_conf_to_dataclass(section)
     except (InstantiationException, ValueError, TypeError, NotImplementedError) as e:
         cause = e.__cause__ if isinstance(e, InstantiationException) and e.__cause__ is not None else e
         raise ConfigError(f"{SECTION}: {str(cause).splitlines()[0]}") from None
-    require(
-        loss.use_policy_gradient,
-        f"{SECTION}.use_policy_gradient",
-        "the supervised form (false) backpropagates D inside the engine's loss, which this trainer does not "
-        "build; true puts −D into the advantage",
-    )
     coef = loss.distillation_loss_coef
     require(
         isinstance(coef, int | float) and math.isfinite(coef) and coef >= 0,
@@ -116,12 +165,16 @@ def read_distillation(config: DictConfig | None) -> DistillationSettings:
     )
     clamp = loss.loss_max_clamp
     require(clamp is None or clamp > 0, f"{SECTION}.loss_max_clamp", f"must be > 0 or null, got {clamp}")
-    return DistillationSettings(loss.loss_mode, bool(loss.use_task_rewards), float(coef), clamp)
-
-
-def estimator_modes() -> set[str]:
-    """verl's registered single-sample (sampled-token) distillation modes."""
-    return {name for name, s in DISTILLATION_SETTINGS_REGISTRY.items() if s.use_estimator}
+    return DistillationSettings(
+        loss.loss_mode,
+        bool(loss.use_task_rewards),
+        float(coef),
+        clamp,
+        bool(loss.use_policy_gradient),
+        topk,
+        loss.log_prob_min_clamp,
+        float(beta),
+    )
 
 
 def distillation_signal(

@@ -14,7 +14,11 @@ module knows no estimator by name. The steps, in order:
                      returns stay the estimator's
 Adds batch["advantages"] and batch["returns"], [B, R]; batch["trainable"], [B] bool, the rows
 that enter the loss (false: dropped by the estimator; the policy update leaves them out); and
-meta_info["advantage_metrics"] (the finishing step's and diagnostics.py's).
+meta_info["advantage_metrics"] (the finishing step's and diagnostics.py's). With one of the
+engine's distillation modes (distillation.py) d_k = 0 in step 5 and in the teacher estimators'
+advantages, and batch["distillation_weight"] [B, R] carries each token's weight w_k of the
+engine's distillation loss (trainer/distillation_loss.py): the row's estimator's
+`distillation_weight` on its generated tokens when the teacher scored the row, else 0.
 
 With `algorithm.per_role` (per_role.py) the steps run once per role on that role's rows, with
 the role's estimator and its group key in the "uid" column, and the results are merged back;
@@ -127,5 +131,20 @@ def compute_advantages(
     data.batch["advantages"] = finished.advantages
     data.batch["returns"] = finished.returns
     data.batch["trainable"] = finished.trainable
+    if estimator.distillation.in_engine:
+        data.batch["distillation_weight"] = _distillation_weight(data, estimator)
     data.meta_info["advantage_metrics"] = finished.metrics | advantage_metrics(data, estimator)
     return data
+
+
+def _distillation_weight(data: DataProto, estimator: EstimatorSettings) -> torch.Tensor:
+    """w_k [B, R]: each row's estimator's weight on its response tokens where the teacher scored it."""
+    weights = {
+        role: estimator.role_estimator(role).settings.distillation_weight for role in set(data.non_tensor_batch["role"])
+    }
+    rows = [
+        weights[role] * bool(scored)
+        for role, scored in zip(data.non_tensor_batch["role"], data.non_tensor_batch["teacher_scored"], strict=True)
+    ]
+    mask = data.batch["response_mask"]
+    return torch.tensor(rows, dtype=torch.float32, device=mask.device)[:, None] * mask.float()

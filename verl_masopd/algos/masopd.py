@@ -11,7 +11,10 @@ For response token y_k of an agent with role r:
     A_k     = s_k                                 opd
 
 s_k is the default loss mode (k1) of `distillation.distillation_loss`; another mode replaces it
-by d_k = −D(ℓS_k, ℓT_k(r)) (distillation.py), handed in as `distillation_signal`.
+by d_k = −D(ℓS_k, ℓT_k(r)) (distillation.py), handed in as `distillation_signal`, and an engine
+mode (top-k, supervised) by 0 here and verl's distillation loss in the engine's loss
+(trainer/distillation_loss.py): masopd is then that loss plus the clipped policy gradient on
+β · clip(Δ_k, −c, c), RAS's contrast on the sampled token.
 
 Padding positions (response_mask = 0) get A_k = 0. The returns equal the advantages (no critic).
 The loss is verl's clipped policy gradient ("vanilla"), token-mean, no KL, no reward term.
@@ -81,8 +84,10 @@ def _student(data) -> torch.Tensor:
 
 def prepare_distillation(data, settings) -> dict[str, torch.Tensor]:
     """The estimator input `distillation_signal` d_k [B, R] under the run's loss mode
-    (`settings.distillation`, distillation.py)."""
+    (`settings.distillation`, distillation.py); 0 with an engine mode, whose OPD term is in the loss."""
     mask = data.batch["response_mask"].float()
+    if settings.distillation.in_engine:
+        return {"distillation_signal": torch.zeros_like(mask)}
     return {
         "distillation_signal": distillation.distillation_signal(
             data.batch["teacher_log_probs"], _student(data), mask, settings.distillation

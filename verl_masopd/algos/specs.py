@@ -256,6 +256,14 @@ class EstimatorSettings:
         return self.distillation.use_task_rewards and self.spec.no_task_distillation is None
 
     @property
+    def distillation_weight(self) -> float:
+        """w of this estimator's rows in the engine's distillation loss (trainer/distillation_loss.py):
+        1 for a teacher estimator, λ when its advantage gets the OPD term, else 0."""
+        if self.spec.needs_teacher:
+            return 1.0
+        return self.distillation.coef if self.adds_distillation else 0.0
+
+    @property
     def uses_teacher(self) -> bool:
         """This estimator reads the teacher's scores: by its spec, or for the OPD term."""
         return self.spec.needs_teacher or self.adds_distillation

@@ -276,16 +276,24 @@ class EngineWorker(TrainingWorker):
             return {path.name: path.read_bytes() for path in Path(folder).iterdir() if path.is_file()}
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def score_shared_prefix(self, requests: list, adapter: bool = True) -> tuple[list[list[float]], int]:
+    def score_shared_prefix(
+        self, requests: list, adapter: bool = True, topk: int = 0, share: bool = True
+    ) -> tuple[list, int]:
         """Teacher log-probs of `requests` (ScoreRequests) computing each response's shared context
-        prefix once (`teacher.prefix_scoring`), and the tokens computed; every rank runs it. With
-        adapter=False, a LoRA model's adapter is off (verl's `disable_adapter`): the base model."""
+        prefix once (`teacher.prefix_scoring`; with `topk`, the top k too; share=False, no sharing),
+        and the tokens computed; every rank runs it. With adapter=False, a LoRA model's adapter is
+        off (verl's `disable_adapter`): the base model."""
         from verl.utils.device import get_device_name
 
         engine = self.engine
         with engine.eval_mode(), nullcontext() if adapter else engine.disable_adapter():
             return score_with_shared_prefix(
-                engine.module, requests, get_device_name(), getattr(engine, "_autocast_dtype", torch.float32)
+                engine.module,
+                requests,
+                get_device_name(),
+                getattr(engine, "_autocast_dtype", torch.float32),
+                topk=topk,
+                share=share,
             )
 
 
@@ -405,8 +413,10 @@ class PolicyEngine:
         The batch carries advantages [B, R] and old_log_probs [B, R]; without old_log_probs the
         sampling log-probs (rollout_log_probs) stand in; ref_log_prob [B, R] is passed on when
         present (KL to a reference policy). Token entropies are computed when `loss_fn.needs_entropy`
-        (trainer/actor_loss.py). Returns verl's metrics (loss, grad_norm, lr, the loss function's
-        own). mini_batch_size defaults to the whole batch.
+        (trainer/actor_loss.py). A loss with `engine_tensors` (trainer/distillation_loss.py) adds
+        its inputs to the batch, and one that `uses_topk` gets verl's top-k logits pass. Returns
+        verl's metrics (loss, grad_norm, lr, the loss function's own). mini_batch_size defaults to
+        the whole batch.
         """
         if self.settings.forward_only:
             raise RuntimeError(f"engine for {self.settings.model_path!r} is forward-only and cannot train")
@@ -414,7 +424,14 @@ class PolicyEngine:
             batch = DataProto(batch=batch.batch.clone(), meta_info=dict(batch.meta_info))
             batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
         extra = ("old_log_probs", "advantages") + (("ref_log_prob",) if "ref_log_prob" in batch.batch.keys() else ())
+        engine_tensors = loss_fn.engine_tensors(batch) if hasattr(loss_fn, "engine_tensors") else {}
+        if engine_tensors:
+            batch = DataProto(batch=batch.batch.copy(), meta_info=dict(batch.meta_info))
+            batch.batch.update(engine_tensors)
+            extra += tuple(engine_tensors)
         td = _to_engine_input(batch, extra, temperature)
+        if getattr(loss_fn, "uses_topk", False):
+            tu.assign_non_tensor(td, distillation_use_topk=True)
         size = mini_batch_size or len(batch)
         if len(batch) % size:
             raise ValueError(f"batch of {len(batch)} rows does not split into mini-batches of {size}")
@@ -434,11 +451,14 @@ class PolicyEngine:
         output = self._call("train_mini_batch", td)
         return dict(tu.get(output, "metrics"))
 
-    def score_shared_prefix(self, requests: list, adapter: bool = True) -> tuple[list[list[float]], int]:
+    def score_shared_prefix(
+        self, requests: list, adapter: bool = True, topk: int = 0, share: bool = True
+    ) -> tuple[list, int]:
         """log π(y_i | x, y_<i) per `teacher.scoring.ScoreRequest`, each response's shared context prefix
-        computed once (`teacher.prefix_scoring`); and the number of tokens run through the model.
-        adapter=False: the base model of a LoRA policy (its adapter off)."""
-        return self._call("score_shared_prefix", list(requests), adapter=adapter)
+        computed once (`teacher.prefix_scoring`; `TopKScores` with `topk` > 0; share=False: no
+        sharing); and the number of tokens run through the model. adapter=False: the base model
+        of a LoRA policy (its adapter off)."""
+        return self._call("score_shared_prefix", list(requests), adapter=adapter, topk=topk, share=share)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The current weights under their HF names (full tensors on CPU), ready for `load_state_dict`."""

@@ -105,7 +105,8 @@ def to_dataproto(
 
 def teacher_tensors(samples: Sequence[Sample], width: int) -> dict[str, torch.Tensor]:
     """teacher_log_probs [B, width] and teacher_contrast_log_probs [B, κ, width] from the samples'
-    teacher scores; none when no sample was scored."""
+    teacher scores, with teacher_topk_ids / teacher_topk_log_probs [B, width, k] where the scores
+    have a top k; none when no sample was scored."""
     scored = [s.teacher for s in samples if s.teacher is not None]
     if not scored:
         return {}
@@ -119,4 +120,22 @@ def teacher_tensors(samples: Sequence[Sample], width: int) -> dict[str, torch.Te
         own[b, : len(scores.log_probs[:width])] = torch.tensor(scores.log_probs[:width], dtype=torch.float32)
         for i, row in enumerate(scores.contrast):
             contrast[b, i, : len(row[:width])] = torch.tensor(row[:width], dtype=torch.float32)
-    return {"teacher_log_probs": own} | ({"teacher_contrast_log_probs": contrast} if kappa else {})
+    out = {"teacher_log_probs": own} | ({"teacher_contrast_log_probs": contrast} if kappa else {})
+    return out | _topk_tensors(samples, width)
+
+
+def _topk_tensors(samples: Sequence[Sample], width: int) -> dict[str, torch.Tensor]:
+    """teacher_topk_ids (int64) and teacher_topk_log_probs [B, width, k], 0 where a sample has none."""
+    tops = [s.teacher for s in samples if s.teacher is not None and s.teacher.topk_ids]
+    if not tops:
+        return {}
+    k = len(tops[0].topk_ids[0])
+    ids = torch.zeros((len(samples), width, k), dtype=torch.int64)
+    log_probs = torch.zeros((len(samples), width, k), dtype=torch.float32)
+    for b, sample in enumerate(samples):
+        if sample.teacher is None or not sample.teacher.topk_ids:
+            continue
+        n = len(sample.teacher.topk_ids[:width])
+        ids[b, :n] = torch.tensor(sample.teacher.topk_ids[:width], dtype=torch.int64)
+        log_probs[b, :n] = torch.tensor(sample.teacher.topk_log_probs[:width], dtype=torch.float32)
+    return {"teacher_topk_ids": ids, "teacher_topk_log_probs": log_probs}

@@ -33,11 +33,15 @@ class ToolUse:
 class TeacherScores:
     """The teacher's scores of a sample's kept response tokens (0 on observation tokens):
     `log_probs[i]` = log π_T(y_i | x_r, y_<i); `contrast[j][i]` the same under the j-th contrasting
-    role; `privileged`: x_r held the PAC block."""
+    role; `privileged`: x_r held the PAC block. With a top-k distillation mode, `topk_ids[i]` and
+    `topk_log_probs[i]`: the teacher's k most likely tokens after x_r, y_<i and their log-probs
+    (0 on observation tokens); else None."""
 
     log_probs: list[float]
     contrast: list[list[float]]
     privileged: bool
+    topk_ids: list[list[int]] | None = None
+    topk_log_probs: list[list[float]] | None = None
 
 
 @dataclass

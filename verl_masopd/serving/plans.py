@@ -87,9 +87,11 @@ class PolicyServing:
         return [f"{self.server_prefix}server_{r}_{n}" for r in range(self.replicas) for n in range(nodes)]
 
 
-def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str) -> DictConfig:
+def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str, max_logprobs: int = 0) -> DictConfig:
     """The config copy for a frozen model's standalone vLLM servers (the teacher): `model_path`
-    served by one replica per node of `engines.gpus_per_engine` GPUs (one on CPU), in `dtype`."""
+    served by one replica per node of `engines.gpus_per_engine` GPUs (one on CPU), in `dtype`;
+    `max_logprobs` > 0 (the top k of a top-k distillation mode) raises vLLM's `max_logprobs`
+    (`rollout.engine_kwargs.vllm`) to at least that."""
     config = copy.deepcopy(cfg)
     OmegaConf.resolve(config)
     section = config.actor_rollout_ref
@@ -99,6 +101,9 @@ def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str) -> DictCo
         section.rollout.n_gpus_per_node = rollout_world_size(cfg)
         if config.trainer.device == "cpu" and section.rollout.name == "vllm":
             section.rollout.update(CPU_ROLLOUT, dtype=dtype)
+        if max_logprobs:
+            vllm_kwargs = section.rollout.engine_kwargs.vllm
+            vllm_kwargs.max_logprobs = max(max_logprobs, vllm_kwargs.get("max_logprobs") or 0)
     return config
 
 

@@ -16,10 +16,11 @@ from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 
 
 class VllmTeacher:
-    """The teacher's server manager and a scorer over its client; `close` stops the servers."""
+    """The teacher's server manager and a scorer over its client; `close` stops the servers.
+    `topk`: the top k the scorer will ask for (vLLM's max_logprobs)."""
 
-    def __init__(self, cfg: DictConfig, model_path: str, dtype: str, name: str = "teacher"):
-        config = plan_teacher_serving(cfg, model_path, dtype)
+    def __init__(self, cfg: DictConfig, model_path: str, dtype: str, name: str = "teacher", topk: int = 0):
+        config = plan_teacher_serving(cfg, model_path, dtype, max_logprobs=topk)
         self.manager = PolicyServerManager.create(
             config, server_prefix=f"vllm_{name}_", replica_class=cpu_replica_class(config)
         )

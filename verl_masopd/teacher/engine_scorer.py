@@ -15,6 +15,11 @@ the sdpa_packed attention the engine runs on CPU, not flash-attention). benchmar
 measures it against the packed pass.
 `computed_tokens` counts the tokens the last `score` ran through the model.
 
+`score_topk` (the top-k distillation modes) runs the packed forward of `teacher.prefix_scoring`
+whether or not prefixes are shared (each request its own row without `share_prefix`): it reads
+the teacher's whole log-softmax row at every response position, which `infer_batch` does not
+return. It needs the sdpa_packed attention too.
+
 `AdapterOff` is the `LogProbEngine` of teacher.backend=lora_base: a LoRA policy's engine with
 its adapter off, so the teacher is the policy's base model and needs no second copy.
 """
@@ -27,7 +32,7 @@ from typing import Protocol
 import torch
 from verl import DataProto
 
-from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.teacher.scoring import ScoreRequest, TopKScores
 from verl_masopd.token_layout import prompt_response_tensors
 
 
@@ -37,9 +42,12 @@ class LogProbEngine(Protocol):
     def infer_batch(self, batch: DataProto) -> torch.Tensor:
         """log π(responses[b, i] | prompts[b], responses[b, <i]) [B, R], 0 on padding."""
 
-    def score_shared_prefix(self, requests: Sequence[ScoreRequest]) -> tuple[list[list[float]], int]:
-        """Per request, its response's log-probs, scoring each common context prefix once; and
-        the number of tokens run through the model."""
+    def score_shared_prefix(
+        self, requests: Sequence[ScoreRequest], topk: int = 0, share: bool = True
+    ) -> tuple[list, int]:
+        """Per request, its response's log-probs (`TopKScores` with `topk` > 0), scoring each common
+        context prefix once (share=False: each request alone, packed); and the number of tokens
+        run through the model."""
 
 
 class AdapterOff:
@@ -51,8 +59,10 @@ class AdapterOff:
     def infer_batch(self, batch: DataProto) -> torch.Tensor:
         return self.engine.infer_batch(batch, adapter=False)
 
-    def score_shared_prefix(self, requests: Sequence[ScoreRequest]) -> tuple[list[list[float]], int]:
-        return self.engine.score_shared_prefix(requests, adapter=False)
+    def score_shared_prefix(
+        self, requests: Sequence[ScoreRequest], topk: int = 0, share: bool = True
+    ) -> tuple[list, int]:
+        return self.engine.score_shared_prefix(requests, adapter=False, topk=topk, share=share)
 
 
 def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
@@ -81,3 +91,10 @@ class EngineTeacherScorer:
         log_probs = self.engine.infer_batch(scoring_batch(requests, self.pad_id))
         self.computed_tokens = sum(len(r.context_ids) + len(r.response_ids) for r in requests)
         return [log_probs[b, : len(r.response_ids)].tolist() for b, r in enumerate(requests)]
+
+    async def score_topk(self, requests: Sequence[ScoreRequest], k: int) -> list[TopKScores]:
+        if not requests:
+            self.computed_tokens = 0
+            return []
+        scores, self.computed_tokens = self.engine.score_shared_prefix(requests, topk=k, share=self.shares_prefixes)
+        return scores

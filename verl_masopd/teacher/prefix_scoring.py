@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from verl_masopd.platform.packed_attention import PACKED_SDPA
-from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.teacher.scoring import ScoreRequest, TopKScores
 
 
 def prefix_groups(requests: Sequence[ScoreRequest]) -> list[list[int]]:
@@ -91,8 +91,11 @@ def packed_batches(rows: Sequence[TreeRow], max_batch_tokens: int) -> list[list[
     return batches
 
 
-def _forward(model, requests: Sequence[ScoreRequest], rows: Sequence[TreeRow], device) -> dict[int, list[float]]:
-    """Response log-probs of every request in `rows`, the rows packed one after another into one forward."""
+def _forward(
+    model, requests: Sequence[ScoreRequest], rows: Sequence[TreeRow], device, topk: int
+) -> dict[int, list[float] | TopKScores]:
+    """Response log-probs of every request in `rows` (with the top `topk` when > 0), the rows packed
+    one after another into one forward."""
     tokens, positions, first_logit = [], [], {}
     for row in rows:
         first_logit.update({q: len(tokens) + first for q, first in row.first_logit.items()})
@@ -111,7 +114,12 @@ def _forward(model, requests: Sequence[ScoreRequest], rows: Sequence[TreeRow], d
     for q, first in first_logit.items():
         y = requests[q].response_ids
         cols = torch.tensor([column[first + i] for i in range(len(y))], device=log_probs.device)
-        scores[q] = log_probs[cols].gather(-1, torch.tensor(y, device=log_probs.device)[:, None])[:, 0].tolist()
+        sampled = log_probs[cols].gather(-1, torch.tensor(y, device=log_probs.device)[:, None])[:, 0].tolist()
+        if topk:
+            top = log_probs[cols].topk(topk, dim=-1)
+            scores[q] = TopKScores(sampled, top.indices.tolist(), top.values.tolist())
+        else:
+            scores[q] = sampled
     return scores
 
 
@@ -122,16 +130,20 @@ def score_with_shared_prefix(
     device="cpu",
     autocast_dtype: torch.dtype = torch.float32,
     max_batch_tokens: int = 16384,
-) -> tuple[list[list[float]], int]:
+    topk: int = 0,
+    share: bool = True,
+) -> tuple[list[list[float]] | list[TopKScores], int]:
     """(log π_T(y_i | x_q, y_<i) per request, tokens run through `model`) for an HF causal LM with
-    the sdpa_packed attention."""
+    the sdpa_packed attention; with `topk` > 0 each request's scores are `TopKScores` (the top k of
+    the same log-softmax rows). share=False: every request its own row (packed, no shared prefix)."""
     attention = getattr(model.config, "_attn_implementation", None)
     if attention != PACKED_SDPA:
         raise ValueError(
             f"shared-prefix scoring needs the {PACKED_SDPA!r} attention (a branch attends to its root's prefix); "
             f"the teacher runs {attention!r}"
         )
-    rows = [tree_row(requests, group) for group in prefix_groups(requests)]
+    groups = prefix_groups(requests) if share else [[i] for i in range(len(requests))]
+    rows = [tree_row(requests, group) for group in groups]
     scores: dict[int, list[float]] = {}
     autocast = (
         nullcontext()
@@ -140,5 +152,5 @@ def score_with_shared_prefix(
     )
     with autocast:
         for batch in packed_batches(rows, max_batch_tokens):
-            scores.update(_forward(model, requests, [rows[k] for k in batch], device))
+            scores.update(_forward(model, requests, [rows[k] for k in batch], device, topk))
     return [scores[i] for i in range(len(requests))], sum(len(row.tokens) for row in rows)

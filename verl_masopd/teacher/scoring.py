@@ -12,6 +12,10 @@ follow r in the workflow's role order (cyclically); with two role types, the oth
 Alignment: a scorer sees seq = x_q + y, whose length differs from the student's u + y. Row j of
 a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i.
 
+With `topk` > 0 (a top-k distillation mode) the own-role pass also returns the teacher's top k
+at every response position (`TeacherScorer.score_topk`), kept in `TeacherScores.topk_ids` /
+`topk_log_probs`; the contrast passes stay sampled-token scores, as RAS reads them.
+
 Input: the step's records (`EpisodeResult`s, rollout/records.py): every sample that is not a
 failed turn, of the roles scored (`roles`: those whose estimator reads the teacher; all when
 None), in record order, its response cut to the batch's response length. Each sample's
@@ -46,12 +50,26 @@ class ScoreRequest:
     response_ids: list[int]
 
 
+@dataclass(frozen=True)
+class TopKScores:
+    """A response's scores with the teacher's top k at every position i: `log_probs[i]` =
+    log π_T(y_i | x_q, y_<i); `ids[i]` the k most likely tokens after x_q, y_<i, most likely
+    first, and `top_log_probs[i]` their log-probs."""
+
+    log_probs: list[float]
+    ids: list[list[int]]
+    top_log_probs: list[list[float]]
+
+
 class TeacherScorer(Protocol):
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         """One batched teacher pass: for each request, [log π_T(y_i | x_q, y_<i) for i < |y|].
 
         A scorer may set `shares_prefixes` (then it gets all passes in one call) and
         `computed_tokens` (the tokens its last call ran through the model)."""
+
+    async def score_topk(self, requests: Sequence[ScoreRequest], k: int) -> list[TopKScores]:
+        """`score` with the teacher's top k at every response position (top-k distillation modes)."""
 
 
 def response_rows(sequence_rows: Sequence, context_len: int, response_len: int) -> list:
@@ -106,8 +124,10 @@ class TeacherScoring:
         num_contrast_roles: int,
         pac_enable: bool = True,
         roles: Sequence[str] | None = None,
+        topk: int = 0,
     ):
         contrast_roles(builder.workflow.roles[0], builder.workflow.roles, num_contrast_roles)
+        self.topk = topk
         self.roles = set(builder.workflow.roles if roles is None else roles)
         self.builder = builder
         self.scorer = scorer
@@ -157,26 +177,46 @@ class TeacherScoring:
             stats.truncated_tokens += sum(c.cut_tokens for c in pass_contexts)
         for target, *others in zip(*contexts, strict=True):
             stats.shared_prefix_tokens += sum(len(os.path.commonprefix([target.ids, c.ids])) for c in others)
+        own_pass, *contrast_passes = scores
         for j, (sample, context) in enumerate(zip(rows, contexts[0], strict=True)):
             mask = sample.generated
-            own, *contrast = [[float(x) * m for x, m in zip(p[j], mask[: len(p[j])], strict=True)] for p in scores]
+            top = own_pass[j] if self.topk else None
+            own, *contrast = [
+                [float(x) * m for x, m in zip(p, mask[: len(p)], strict=True)]
+                for p in [top.log_probs if top else own_pass[j], *(c[j] for c in contrast_passes)]
+            ]
             sample.teacher = TeacherScores(own, contrast, context.privileged)
+            if top is not None:
+                sample.teacher.topk_ids = _on_generated(top.ids, mask, 0)
+                sample.teacher.topk_log_probs = _on_generated(top.top_log_probs, mask, 0.0)
         return stats
 
-    async def _score_passes(self, passes: list[list[ScoreRequest]], stats: ScoringStats) -> list[list[list[float]]]:
-        """Scores of every pass; all passes in one call to a prefix-sharing scorer, else pass by pass."""
+    async def _score_passes(self, passes: list[list[ScoreRequest]], stats: ScoringStats) -> list[list]:
+        """Scores of every pass (the own-role pass's as `TopKScores` with `topk`); all passes in one
+        call to a prefix-sharing scorer, else pass by pass, own role first."""
         n = len(passes[0])
         if not n:
             return [[] for _ in passes]
         if getattr(self.scorer, "shares_prefixes", False):
-            flat = await self.scorer.score([r for requests in passes for r in requests])
+            everything = [r for requests in passes for r in requests]
+            flat = await (self.scorer.score_topk(everything, self.topk) if self.topk else self.scorer.score(everything))
             calls = [flat[i * n : (i + 1) * n] for i in range(len(passes))]
+            if self.topk:
+                calls[1:] = [[top.log_probs for top in call] for call in calls[1:]]
             computed = [getattr(self.scorer, "computed_tokens", None)]
         else:
             calls, computed = [], []
-            for requests in passes:
-                calls.append(await self.scorer.score(requests))
+            for i, requests in enumerate(passes):
+                first_topk = self.topk and i == 0
+                calls.append(
+                    await (self.scorer.score_topk(requests, self.topk) if first_topk else self.scorer.score(requests))
+                )
                 computed.append(getattr(self.scorer, "computed_tokens", None))
         totals = [sum(len(r.context_ids) + len(r.response_ids) for r in requests) for requests in passes]
         stats.computed_tokens = sum(totals) if None in computed else sum(computed)
         return calls
+
+
+def _on_generated(rows: list[list], mask: Sequence[int], fill) -> list[list]:
+    """Top-k rows kept where the policy generated the token, `fill` on observation tokens."""
+    return [row if m else [fill] * len(row) for row, m in zip(rows, mask, strict=False)]

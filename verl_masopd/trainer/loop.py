@@ -70,6 +70,7 @@ from verl_masopd.trainer.checkpoint import (
 )
 from verl_masopd.trainer.config import LORA_BASE, ConfigError, DataSection, resolve_config, validate_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
+from verl_masopd.trainer.distillation_loss import DistillationActorLoss
 from verl_masopd.trainer.placement import EnginePlacement
 from verl_masopd.trainer.tracking import open_tracking
 
@@ -165,6 +166,8 @@ class Trainer:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
         actor = self.cfg.actor_rollout_ref.actor
         loss_fn = actor_loss(self.cfg)
+        if self.estimator.distillation.in_engine:
+            loss_fn = DistillationActorLoss(loss_fn.config, self.estimator.distillation)
         grad_clip = self.estimator.actor_grad_clip(actor.grad_clip)
         settings = {
             name: EngineSettings(
@@ -213,8 +216,10 @@ class Trainer:
             self.run.pac.reveal_reference,
             layout=self.run.workflow.context_layout,
         )
+        distillation = self.estimator.distillation
+        topk = distillation.topk if distillation.uses_topk else 0
         if self.run.teacher.backend == VLLM:
-            servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype)
+            servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype, topk=topk)
             self.servers.append(servers)
             scorer = servers.scorer
         elif self.run.teacher.backend == LORA_BASE:
@@ -224,7 +229,9 @@ class Trainer:
             teacher = self._engine(self.run.teacher.model_path, "teacher")
             scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
         scored = [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.uses_teacher]
-        scoring = TeacherScoring(builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable, scored)
+        scoring = TeacherScoring(
+            builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable, scored, topk=topk
+        )
         if not self.run.pac.enable:
             return scoring, None
         judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
