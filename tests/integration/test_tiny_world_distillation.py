@@ -7,6 +7,8 @@ is measured on one batch by successive policies. RAS is off (ras_coef = 0, A_k =
 raises the likelihood of the sampled tokens whatever the teacher says, which on a fixed batch raises
 this sample estimate of the reverse KL."""
 
+import math
+
 import pytest
 import torch
 
@@ -94,3 +96,39 @@ def test_distillation_steps_lower_the_reverse_kl_to_the_teacher(mode, tmp_path):
         assert all(m["reasoner/distillation/loss"] > 0 for m in kls)
     # its Tool-User is the teacher's own: it stays close
     assert max(abs(kl) for kl in tool_user) < 0.2, tool_user
+
+
+@pytest.mark.parametrize("weighting", ["fixed", "confidence"])
+def test_two_teachers_score_every_response_and_combine(weighting, tmp_path):
+    """distillation.teacher_models: the shipped teacher and the student's own start (a weaker
+    teacher) on the engine backend, one engine each; fixed weights 3:1, or confidence weights."""
+    models = world.models("math")
+    train_file, _ = world.ensure_data(tmp_path / "data", "math", 4, 1)
+    teachers = {"strong": {"model_path": models["teacher"], "weight": 3.0}, "weak": {"model_path": models["student"]}}
+    cfg = compose_config(
+        [
+            "preset=tiny_world",
+            "engines.placement=local",
+            f"students.path={models['student']}",
+            "teacher.model_path=null",
+            f"+distillation.teacher_models={teachers}".replace("'", ""),
+            f"+distillation.teacher_weighting={weighting}",
+            f"data.train_files=[{train_file}]",
+            "workflow.domain=math",
+            "data.train_batch_size=4",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "trainer.total_training_steps=1",
+            "trainer.logger=[console]",
+            f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
+        ]
+    )
+    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: ReplayBackend(path, seed))
+    metrics = trainer.train_step()
+    trainer.close()
+    strong, weak = metrics["teacher/strong/weight"], metrics["teacher/weak/weight"]
+    assert strong + weak == pytest.approx(1.0)
+    if weighting == "fixed":
+        assert (strong, weak) == (pytest.approx(0.75), pytest.approx(0.25))
+    else:  # the student's own start is the likelier teacher of the student's samples
+        assert weak > strong
+    assert all(math.isfinite(metrics[f"teacher/{role}/reverse_kl"]) for role in ("reasoner", "tool_user"))

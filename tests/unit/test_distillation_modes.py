@@ -171,10 +171,6 @@ def test_the_term_reaches_a_role_estimator_of_per_role():
         (run_config(distillation_loss_coef=-0.5), "distillation.distillation_loss.distillation_loss_coef: must be"),
         (run_config(loss_mode="k1", use_policy_gradient=False), "distillation.distillation_loss: Directly backpropag"),
         (run_config(loss_max_clamp=0), "distillation.distillation_loss.loss_max_clamp: must be > 0"),
-        (
-            OmegaConf.merge(run_config(), {"distillation": {"teacher_models": {"t2": {"model_path": "/m/t2"}}}}),
-            "distillation.teacher_models.t2.model_path: several teachers are not built",
-        ),
     ],
 )
 def test_bad_combinations_stop_the_start_with_the_key(cfg, named):

@@ -2,6 +2,8 @@
 positions, nothing on tool observations, the privileged flag, the counts; and the teacher metrics
 on hand-made numbers."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.metrics import role_metrics, step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
+from verl_masopd.teacher.teachers import Teacher, Teachers
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
@@ -266,3 +269,62 @@ async def test_only_the_roles_given_are_scored(tiny_tokenizer):
     stats = await scoring.score([record])
     assert server.requests == 0 and stats.responses == 0
     assert [s.teacher for s in record.samples] == [None, None]
+
+
+class OffsetTeacherServer:
+    """A stand-in teacher whose log-prob of every token is position_log_prob − offset."""
+
+    def __init__(self, offset: float):
+        self.offset = offset
+        self.requests = 0
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.requests += 1
+        rows = range(1, len(prompt_ids))
+        extra = {
+            "prompt_logprobs": [[position_log_prob(j, prompt_ids[j]) - self.offset] for j in rows] + [[0.0]],
+            "prompt_ids": [[prompt_ids[j]] for j in rows] + [[0]],
+        }
+        return TokenOutput(token_ids=[7], stop_reason="completed", extra_fields=extra)
+
+
+def two_teachers(weighting="fixed", route_by="data_source", keys=(None, None)):
+    entries = (Teacher("strong", "/m/strong", keys[0], 3.0), Teacher("weak", "/m/weak", keys[1], 1.0))
+    return Teachers(entries, route_by, weighting, 1.0)
+
+
+@pytest.mark.parametrize("weighting", ["fixed", "confidence"])
+async def test_scoring_writes_the_weighted_sum_of_both_teachers_passes(weighting, tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    servers = [OffsetTeacherServer(0.0), OffsetTeacherServer(1.0)]
+    chosen = two_teachers(weighting)
+    scoring = TeacherScoring(builder, [ServerTeacherScorer(s) for s in servers], 1, teachers=chosen)
+    record = reasoner_record(episode, [[10, 11, 12]])
+    stats = await scoring.score([record])
+
+    c = len(builder.build(episode, "reasoner_0", 0, "reasoner", None, 3).ids)
+    strong = [position_log_prob(c + i, y) for i, y in enumerate([10, 11, 12])]
+    alpha = chosen.weights([0, 1], [strong, [x - 1.0 for x in strong]], [1, 1, 1])
+    assert alpha == ([0.75, 0.25] if weighting == "fixed" else pytest.approx([math.e / (math.e + 1), 1 / (math.e + 1)]))
+    expected = [alpha[0] * x + alpha[1] * (x - 1.0) for x in strong]
+    assert record.samples[0].teacher.log_probs == pytest.approx(expected)
+    assert stats.weights == {"strong": [pytest.approx(alpha[0])], "weak": [pytest.approx(alpha[1])]}
+    assert [s.requests for s in servers] == [2, 2]  # own role and contrast, each teacher
+
+
+async def test_routing_by_role_sends_each_role_to_its_teacher(tiny_tokenizer):
+    workflow = MathWorkflow()
+    episode = recorded_episode(workflow)
+    builder = TeacherContextBuilder(workflow, tiny_tokenizer, max_length=4096)
+    servers = [OffsetTeacherServer(0.0), OffsetTeacherServer(1.0)]
+    routed = two_teachers(route_by="role", keys=("tool_user", "reasoner"))
+    scoring = TeacherScoring(builder, [ServerTeacherScorer(s) for s in servers], 1, teachers=routed)
+    record = reasoner_record(episode, [[10, 11]])
+    stats = await scoring.score([record])
+    c = len(builder.build(episode, "reasoner_0", 0, "reasoner", None, 2).ids)
+    assert record.samples[0].teacher.log_probs == pytest.approx(
+        [position_log_prob(c + i, y) - 1.0 for i, y in enumerate([10, 11])]
+    )
+    assert [s.requests for s in servers] == [0, 2] and stats.weights == {"weak": [1.0]}

@@ -363,3 +363,31 @@ def test_the_lora_base_teacher_needs_a_lora_policy_on_the_teachers_folder(cpu_cf
         with_values(on_base, students__policy_paths={"reasoner": tiny_teacher_path, "tool_user": tiny_teacher_path})
     )
     assert f"teacher.model_path={tiny_model_path}" in other_base and tiny_teacher_path in other_base
+
+
+def test_several_teachers_are_read_in_verls_names(cpu_cfg, tiny_model_path, tiny_teacher_path):
+    models = {
+        "strong": {"model_path": tiny_teacher_path, "key": None},
+        "weak": {"model_path": tiny_model_path, "weight": 0.5},
+    }
+    run = validate_config(with_values(cpu_cfg, teacher__model_path=None, distillation__teacher_models=models))
+    assert [(t.name, t.weight) for t in run.teachers.entries] == [("strong", 1.0), ("weak", 0.5)]
+    assert run.teacher.model_path == run.teachers.entries[0].model_path  # null: the first teacher
+    assert "teacher.model_path" in error_of(with_values(cpu_cfg, distillation__teacher_models={"weak": models["weak"]}))
+    bad_weight = with_values(cpu_cfg, distillation__teacher_models={"weak": {**models["weak"], "weight": 0}})
+    assert error_of(bad_weight).startswith("distillation.teacher_models.weak.weight: must be a finite number > 0")
+
+
+def test_a_second_teacher_with_another_tokenizer_is_refused_by_its_key(
+    cpu_cfg, tiny_model_path, tiny_teacher_path, tmp_path
+):
+    other = tmp_path / "other_teacher"
+    shutil.copytree(tiny_model_path, other)
+    tokenizer = AutoTokenizer.from_pretrained(other)
+    tokenizer.add_tokens(["<extra_token>"])
+    tokenizer.save_pretrained(other)
+    models = {"strong": {"model_path": tiny_teacher_path}, "other": {"model_path": str(other)}}
+    message = error_of(with_values(cpu_cfg, distillation__teacher_models=models))
+    assert (
+        message.startswith("distillation.teacher_models.other.model_path") and "differs from the teacher's" in message
+    )

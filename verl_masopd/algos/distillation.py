@@ -40,9 +40,8 @@ use_task_rewards, distillation_loss_coef, loss_max_clamp, log_prob_min_clamp, us
 topk, and the project's jsd_beta. The project's config sets k1, no task reward and the
 policy-gradient form, which are today's masopd and opd. Refused at start, by key: a mode verl does
 not register; topk ≤ 0; jsd_beta outside (0, 1); a coefficient that is negative or not finite.
-A model path under `distillation.teacher_models` is refused too (one teacher, `teacher.model_path`);
 `distillation.enabled` is not read: an estimator uses the teacher by its own need or by
-`use_task_rewards`.
+`use_task_rewards`; `distillation.teacher_models` are the teachers (teacher/teachers.py).
 """
 
 from __future__ import annotations
@@ -118,13 +117,6 @@ def read_distillation(config: DictConfig | None) -> DistillationSettings:
     """`distillation.distillation_loss` of a run's config through verl's dataclass (the project's
     values for the keys it leaves out, `PROJECT_DEFAULTS`; all of them when the section is absent);
     a value verl or this trainer refuses is a ConfigError naming the key."""
-    teachers = OmegaConf.select(config, "distillation.teacher_models", default=None) if config is not None else None
-    for name, teacher in (teachers or {}).items():
-        require(
-            teacher is None or teacher.get("model_path") in (None, ""),
-            f"distillation.teacher_models.{name}.model_path",
-            "several teachers are not built; the run's one teacher is teacher.model_path",
-        )
     section = OmegaConf.select(config, SECTION, default=None) if config is not None else None
     if section is None:
         return DistillationSettings()

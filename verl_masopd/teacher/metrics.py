@@ -8,6 +8,7 @@ teacher/{r}/privileged_share  share of role r's turns whose teacher context had 
 teacher/tokens_per_response (|x_q| + |y| over the passes), teacher/computed_tokens_per_response
 (the tokens the scorer ran through the model: fewer with teacher.share_prefix),
 teacher/truncations, teacher/truncated_tokens (the step's `ScoringStats`)
+teacher/{name}/weight         several teachers: teacher name's mean α_t over the responses it scored
 teacher/attribution_model_calls, teacher/attribution_fallbacks, teacher/attribution_overrides
 (model verdicts replaced by the verifier fact they contradicted),
 teacher/attribution_unavailable (checks that could not run: no privileged block)
@@ -75,6 +76,8 @@ def step_metrics(data: DataProto, stats: ScoringStats, attributions: Attribution
     metrics["teacher/computed_tokens_per_response"] = stats.computed_tokens / responses
     metrics["teacher/truncations"] = float(stats.truncations)
     metrics["teacher/truncated_tokens"] = float(stats.truncated_tokens)
+    for name, weights in stats.weights.items():  # several teachers: each one's mean α_t
+        metrics[f"teacher/{name}/weight"] = sum(weights) / len(weights)
     if attributions is not None:
         metrics |= attribution_metrics(attributions)
     return metrics

@@ -12,6 +12,9 @@ follow r in the workflow's role order (cyclically); with two role types, the oth
 Alignment: a scorer sees seq = x_q + y, whose length differs from the student's u + y. Row j of
 a sequence's log-probs is log p(seq[j+1] | seq[:j+1]), so response token i is row |x_q| − 1 + i.
 
+Several teachers (teacher/teachers.py): each response is scored by the teachers its row routes
+to, every pass by each of them, and its `TeacherScores` hold their α-weighted sum.
+
 With `topk` > 0 (a top-k distillation mode) the own-role pass also returns the teacher's top k
 at every response position (`TeacherScorer.score_topk`), kept in `TeacherScores.topk_ids` /
 `topk_log_probs`; the contrast passes stay sampled-token scores, as RAS reads them.
@@ -29,12 +32,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from verl_masopd.rollout.records import FAILED, EpisodeResult, Sample, TeacherScores
 from verl_masopd.teacher.attribution import Attributions
 from verl_masopd.teacher.contexts import TeacherContext, TeacherContextBuilder
+from verl_masopd.teacher.teachers import Teacher, Teachers, combine
 
 
 def kept(sample: Sample, max_response_len: int | None) -> list[int]:
@@ -100,10 +104,11 @@ def contrast_roles(role: str, roles: Sequence[str], kappa: int) -> list[str]:
 @dataclass
 class ScoringStats:
     """Per batch: `responses` scored, `passes` (1 + κ), `teacher_tokens` (|x_q| + |y| summed over
-    passes), `shared_prefix_tokens` (leading tokens a contrast context shares with x_r, the most a
-    prefix cache could skip), `computed_tokens` (tokens the scorer ran through the model, where it
-    reports them; else teacher_tokens), `truncations` and `truncated_tokens` (truncation rule of
-    contexts.py)."""
+    passes and teachers), `shared_prefix_tokens` (leading tokens a contrast context shares with x_r,
+    the most a prefix cache could skip), `computed_tokens` (tokens the scorers ran through their
+    models, where they report them; else teacher_tokens), `truncations` and `truncated_tokens`
+    (truncation rule of contexts.py), and with several teachers `weights`, each teacher's α_t per
+    response it scored (teacher/teachers.py)."""
 
     responses: int = 0
     passes: int = 0
@@ -112,25 +117,31 @@ class ScoringStats:
     computed_tokens: int = 0
     truncations: int = 0
     truncated_tokens: int = 0
+    weights: dict[str, list[float]] = field(default_factory=dict)
 
 
 class TeacherScoring:
-    """Scores the step's records (see the module docstring)."""
+    """Scores the step's records (see the module docstring); `scorer` is one scorer, or one per
+    entry of `teachers` (several teachers, teacher/teachers.py)."""
 
     def __init__(
         self,
         builder: TeacherContextBuilder,
-        scorer: TeacherScorer,
+        scorer: TeacherScorer | Sequence[TeacherScorer],
         num_contrast_roles: int,
         pac_enable: bool = True,
         roles: Sequence[str] | None = None,
         topk: int = 0,
+        teachers: Teachers | None = None,
     ):
         contrast_roles(builder.workflow.roles[0], builder.workflow.roles, num_contrast_roles)
+        self.scorers = list(scorer) if isinstance(scorer, list | tuple) else [scorer]
+        self.teachers = teachers or Teachers(tuple(Teacher(f"teacher{i}", "") for i in range(len(self.scorers))))
+        if len(self.teachers.entries) != len(self.scorers):
+            raise ValueError(f"{len(self.scorers)} scorers for {len(self.teachers.entries)} teachers")
         self.topk = topk
         self.roles = set(builder.workflow.roles if roles is None else roles)
         self.builder = builder
-        self.scorer = scorer
         self.kappa = num_contrast_roles
         self.pac_enable = pac_enable
 
@@ -140,20 +151,26 @@ class TeacherScoring:
         attributions: Attributions | None = None,
         max_response_len: int | None = None,
     ) -> ScoringStats:
-        """Writes `Sample.teacher` into every sample of `results` of a scored role that is not failed;
-        returns the stats.
+        """Writes `Sample.teacher` into every sample of `results` of a scored role that is not failed
+        and that a teacher scores; returns the stats.
 
         `attributions` gives a^{t−1} (None or pac_enable=False: no privileged blocks);
         `max_response_len` is the batch's response length (the responses the loss will see).
         """
         rows: list[Sample] = []
+        routes: list[list[int]] = []
         contexts: list[list[TeacherContext]] = [[] for _ in range(1 + self.kappa)]
         roles = self.builder.workflow.roles
         for result in results:
             for sample in result.samples:
                 if sample.finish_reason == FAILED or not sample.response_ids or sample.role not in self.roles:
                     continue
+                value = sample.role if self.teachers.route_by == "role" else result.episode.problem.data_source
+                scoring = self.teachers.scoring(value)
+                if not scoring:
+                    continue
                 rows.append(sample)
+                routes.append(scoring)
                 n = len(kept(sample, max_response_len))
                 attribution = (
                     attributions.previous(result.episode_id, sample.turn) if self.pac_enable and attributions else None
@@ -170,50 +187,67 @@ class TeacherScoring:
             [ScoreRequest(c.ids, kept(sample, max_response_len)) for c, sample in zip(pass_contexts, rows, strict=True)]
             for pass_contexts in contexts
         ]
-        scores = await self._score_passes(passes, stats)
-        for pass_contexts, requests in zip(contexts, passes, strict=True):
-            stats.teacher_tokens += sum(len(r.context_ids) + len(r.response_ids) for r in requests)
+        scores: list[dict[int, list]] = [{} for _ in rows]  # row → teacher → the passes' scores
+        for t, scorer in enumerate(self.scorers):
+            mine = [j for j, route in enumerate(routes) if t in route]
+            if not mine:
+                continue
+            teacher_passes = [[requests[j] for j in mine] for requests in passes]
+            for j, *row_scores in zip(mine, *await self._score_passes(teacher_passes, stats, scorer), strict=True):
+                scores[j][t] = row_scores
+        for pass_contexts in contexts:
             stats.truncations += sum(c.cut_tokens > 0 for c in pass_contexts)
             stats.truncated_tokens += sum(c.cut_tokens for c in pass_contexts)
         for target, *others in zip(*contexts, strict=True):
             stats.shared_prefix_tokens += sum(len(os.path.commonprefix([target.ids, c.ids])) for c in others)
-        own_pass, *contrast_passes = scores
         for j, (sample, context) in enumerate(zip(rows, contexts[0], strict=True)):
-            mask = sample.generated
-            top = own_pass[j] if self.topk else None
-            own, *contrast = [
-                [float(x) * m for x, m in zip(p, mask[: len(p)], strict=True)]
-                for p in [top.log_probs if top else own_pass[j], *(c[j] for c in contrast_passes)]
-            ]
-            sample.teacher = TeacherScores(own, contrast, context.privileged)
-            if top is not None:
-                sample.teacher.topk_ids = _on_generated(top.ids, mask, 0)
-                sample.teacher.topk_log_probs = _on_generated(top.top_log_probs, mask, 0.0)
+            sample.teacher = self._combined(sample, scores[j], context.privileged, stats)
         return stats
 
-    async def _score_passes(self, passes: list[list[ScoreRequest]], stats: ScoringStats) -> list[list]:
-        """Scores of every pass (the own-role pass's as `TopKScores` with `topk`); all passes in one
-        call to a prefix-sharing scorer, else pass by pass, own role first."""
+    def _combined(
+        self, sample: Sample, scores: dict[int, list], privileged: bool, stats: ScoringStats
+    ) -> TeacherScores:
+        """One response's `TeacherScores` from its teachers' passes: Σ_t α_t ℓT_t (teachers.py),
+        0 on observation tokens; the top k of its one teacher with `topk`."""
+        mask = sample.generated
+        teachers = sorted(scores)
+        own = [scores[t][0].log_probs if self.topk else scores[t][0] for t in teachers]
+        alphas = self.teachers.weights(teachers, own, mask) if len(teachers) > 1 else [1.0]
+        if self.teachers.several:
+            for t, alpha in zip(teachers, alphas, strict=True):
+                stats.weights.setdefault(self.teachers.entries[t].name, []).append(alpha)
+        passes = [combine(alphas, own)] + [
+            combine(alphas, [scores[t][1 + i] for t in teachers]) for i in range(self.kappa)
+        ]
+        own_row, *contrast = [[float(x) * m for x, m in zip(p, mask[: len(p)], strict=True)] for p in passes]
+        out = TeacherScores(own_row, contrast, privileged)
+        if self.topk:
+            top = scores[teachers[0]][0]
+            out.topk_ids = _on_generated(top.ids, mask, 0)
+            out.topk_log_probs = _on_generated(top.top_log_probs, mask, 0.0)
+        return out
+
+    async def _score_passes(self, passes: list[list[ScoreRequest]], stats: ScoringStats, scorer) -> list[list]:
+        """Scores of every pass (the own-role pass's as `TopKScores` with `topk`) by one teacher's
+        `scorer`; all passes in one call to a prefix-sharing scorer, else pass by pass, own role first.
+        Adds the passes' tokens to `stats`."""
         n = len(passes[0])
-        if not n:
-            return [[] for _ in passes]
-        if getattr(self.scorer, "shares_prefixes", False):
+        if getattr(scorer, "shares_prefixes", False):
             everything = [r for requests in passes for r in requests]
-            flat = await (self.scorer.score_topk(everything, self.topk) if self.topk else self.scorer.score(everything))
+            flat = await (scorer.score_topk(everything, self.topk) if self.topk else scorer.score(everything))
             calls = [flat[i * n : (i + 1) * n] for i in range(len(passes))]
             if self.topk:
                 calls[1:] = [[top.log_probs for top in call] for call in calls[1:]]
-            computed = [getattr(self.scorer, "computed_tokens", None)]
+            computed = [getattr(scorer, "computed_tokens", None)]
         else:
             calls, computed = [], []
             for i, requests in enumerate(passes):
                 first_topk = self.topk and i == 0
-                calls.append(
-                    await (self.scorer.score_topk(requests, self.topk) if first_topk else self.scorer.score(requests))
-                )
-                computed.append(getattr(self.scorer, "computed_tokens", None))
-        totals = [sum(len(r.context_ids) + len(r.response_ids) for r in requests) for requests in passes]
-        stats.computed_tokens = sum(totals) if None in computed else sum(computed)
+                calls.append(await (scorer.score_topk(requests, self.topk) if first_topk else scorer.score(requests)))
+                computed.append(getattr(scorer, "computed_tokens", None))
+        totals = sum(len(r.context_ids) + len(r.response_ids) for requests in passes for r in requests)
+        stats.teacher_tokens += totals
+        stats.computed_tokens += totals if None in computed else sum(computed)
         return calls
 
 

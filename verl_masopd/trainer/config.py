@@ -43,6 +43,7 @@ from verl_masopd.engine.policy_engine import Lora
 from verl_masopd.extensions import import_extensions
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
+from verl_masopd.teacher.teachers import Teachers, read_teachers
 from verl_masopd.trainer.checkpoint import RESUME_MODES
 from verl_masopd.trainer.lora import policy_loras
 from verl_masopd.workflows import make_workflow
@@ -230,6 +231,7 @@ class RunConfig:
     val_sampling: SamplingParams
     built_workflow: Workflow  # the workflow `workflow` describes, built once by the validation
     loras: dict[str, Lora | None] = field(default_factory=dict)  # each policy's adapter (trainer/lora.py)
+    teachers: Teachers = field(default_factory=lambda: Teachers(()))  # teacher/teachers.py
 
     def policy_path(self, policy: str) -> str:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
@@ -265,6 +267,9 @@ def resolve_config(cfg: DictConfig) -> None:
 
 def validate_config(cfg: DictConfig) -> RunConfig:
     """The run's settings from the composed config; raises ConfigError naming the culprit."""
+    teachers = read_teachers(cfg, OmegaConf.select(cfg, "teacher.model_path", default=None))
+    if teachers.entries and not OmegaConf.select(cfg, "teacher.model_path", default=None):
+        cfg.teacher.model_path = teachers.entries[0].model_path  # the first of several teachers
     try:
         import_extensions(list(cfg.get("imports") or []), "imports")
         estimator = validate_estimator_config(cfg)
@@ -291,9 +296,15 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         share_prefix=_share_prefix(teacher, cfg.trainer.device),
     )
 
+    teachers = replace(teachers, entries=tuple(replace(t, model_path=_expand(t.model_path)) for t in teachers.entries))
     built_workflow, policies = _check_workflow(workflow)
     _check_policy_paths(workflow, students, policies)
-    _check_models(students, teacher)
+    _check_models(students, teacher, teachers)
+    require(
+        not teachers.several or teacher.backend != LORA_BASE,
+        "teacher.backend",
+        "lora_base scores with one policy's base model; several teachers need the engine or vllm backend",
+    )
     loras = policy_loras(cfg, {p: students.policy_paths.get(p, students.path) for p in policies})
     if cfg.actor_rollout_ref.rollout.name == "vllm":
         _check_vllm_loras(loras)
@@ -321,6 +332,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         ),
         built_workflow=built_workflow,
         loras=loras,
+        teachers=teachers,
     )
 
 
@@ -437,11 +449,13 @@ def _check_lora_base(teacher: TeacherSection, loras: dict, policy_paths: dict[st
     )
 
 
-def _check_models(students: StudentsSection, teacher: TeacherSection) -> None:
+def _check_models(students: StudentsSection, teacher: TeacherSection, teachers: Teachers) -> None:
     folders = {"students.path": students.path}
     folders |= {f"students.policy_paths.{name}": path for name, path in students.policy_paths.items()}
     if teacher.model_path:
         folders["teacher.model_path"] = teacher.model_path
+    if teachers.several:
+        folders |= {f"distillation.teacher_models.{t.name}.model_path": t.model_path for t in teachers.entries}
     for key, path in folders.items():
         has_model = os.path.isfile(os.path.join(path, "config.json"))
         require(has_model, key, f"no Hugging Face model at {path} (no config.json)")

@@ -60,6 +60,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import AdapterOff, EngineTeacherScorer
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
+from verl_masopd.teacher.teachers import Teacher, check_teachers
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
@@ -117,9 +118,13 @@ class Trainer:
         domain = self.run.workflow.domain
         self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
+        if self.estimator.needs_teacher:
+            check_teachers(self.run.teachers, self._routing_values(), self.estimator.distillation.uses_topk)
 
-        teacher_engine = self.estimator.needs_teacher and self.run.teacher.backend == "engine"
-        engines = len(self.run.policies) + int(teacher_engine) + int(self.estimator.needs_reference)
+        teacher_engines = len(self.run.teachers.entries) * (
+            self.estimator.needs_teacher and self.run.teacher.backend == "engine"
+        )
+        engines = len(self.run.policies) + teacher_engines + int(self.estimator.needs_reference)
         num_cpus = None
         if self.hybrid and self.run.trainer.device == "cpu":
             # each policy is a worker group with a pool of its own, the other engines share one:
@@ -127,7 +132,9 @@ class Trainer:
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
         # standalone vLLM servers: the teacher's, and one per base model of the LoRA policies
-        standalone = int(self.estimator.needs_teacher and self.run.teacher.backend == VLLM)
+        standalone = len(self.run.teachers.entries) * (
+            self.estimator.needs_teacher and self.run.teacher.backend == VLLM
+        )
         if adapters:
             standalone += len({self.run.policy_path(p) for p in self.run.policies})
         server_gpus = rollout_world_size(cfg) * standalone
@@ -218,24 +225,43 @@ class Trainer:
         )
         distillation = self.estimator.distillation
         topk = distillation.topk if distillation.uses_topk else 0
-        if self.run.teacher.backend == VLLM:
-            servers = VllmTeacher(self.cfg, self.run.teacher.model_path, self.run.engines.dtype, topk=topk)
-            self.servers.append(servers)
-            scorer = servers.scorer
-        elif self.run.teacher.backend == LORA_BASE:
-            teacher = AdapterOff(self.policies[self.run.teacher_policy()].engine)
-            scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
-        else:
-            teacher = self._engine(self.run.teacher.model_path, "teacher")
-            scorer = EngineTeacherScorer(teacher, self.pad_id, share_prefix=self.run.teacher.share_prefix)
-        scored = [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.uses_teacher]
+        scorers = [self._teacher_scorer(t, topk) for t in self.run.teachers.entries]
         scoring = TeacherScoring(
-            builder, scorer, self.estimator.num_contrast_roles, self.run.pac.enable, scored, topk=topk
+            builder,
+            scorers,
+            self.estimator.num_contrast_roles,
+            self.run.pac.enable,
+            self._scored_roles(),
+            topk=topk,
+            teachers=self.run.teachers,
         )
         if not self.run.pac.enable:
             return scoring, None
         judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
         return scoring, Attributor(self.workflow, self.run.pac.attribution, judge, self.tokenizer)
+
+    def _teacher_scorer(self, teacher: Teacher, topk: int):
+        """The scorer of one teacher on the run's teacher backend (one set of servers or one engine each)."""
+        if self.run.teacher.backend == VLLM:
+            name = "teacher" if not self.run.teachers.several else f"teacher_{teacher.name}"
+            servers = VllmTeacher(self.cfg, teacher.model_path, self.run.engines.dtype, name=name, topk=topk)
+            self.servers.append(servers)
+            return servers.scorer
+        if self.run.teacher.backend == LORA_BASE:
+            engine = AdapterOff(self.policies[self.run.teacher_policy()].engine)
+        else:
+            engine = self._engine(teacher.model_path, "teacher" if not self.run.teachers.several else teacher.name)
+        return EngineTeacherScorer(engine, self.pad_id, share_prefix=self.run.teacher.share_prefix)
+
+    def _scored_roles(self) -> list[str]:
+        return [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.uses_teacher]
+
+    def _routing_values(self) -> set[str]:
+        """The values rows are routed to teachers by (distillation.teacher_key): the scored roles,
+        or the training problems' data_source."""
+        if self.run.teachers.route_by == "role":
+            return set(self._scored_roles())
+        return {p.data_source for p in self.stream.problems}
 
     def fit(self) -> dict[str, float]:
         """Train until trainer.total_training_steps; returns the last step's metrics."""
