@@ -26,8 +26,11 @@ Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/failed/<method>/seed<k>/<domain>/<step>/  the logs of a run or evaluation that failed
 
 Resumable: a run or evaluation with done.json is skipped; one without it (killed part-way) is
-deleted and redone. A failed one is recorded (its logs kept under RUNS/failed/) and the others
-go on; its cells are missing from the report, and the script exits with 1.
+deleted and redone. Across sessions (a new checkout has no RUNS): --archive DIR packs each
+finished cell there without its checkpoints and restores the cells RUNS lacks before running
+(run_archive.py; benchmarks/results/tiny_world_compare_runs/ is the committed one). A failed one
+is recorded (its logs kept under RUNS/failed/) and the others go on; its cells are missing from
+the report, and the script exits with 1.
 --save also writes RUNS/compare.json to benchmarks/results/tiny_world_compare.json and copies the
 report (Markdown, JSON, PNG) to benchmarks/results/tiny_world_compare/.
 """
@@ -49,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import run_archive
 from results_file import RESULTS, save_result
 
 from verl_masopd.config import compose_config
@@ -104,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--override", action="append", default=[], help="Hydra override for every training run")
     p.add_argument("--settings", help="summary.json of tiny_world_sensitivity.py: each method's chosen overrides")
     p.add_argument("--save", action="store_true", help="also write benchmarks/results/tiny_world_compare.json")
+    p.add_argument("--archive", default="", help="keep finished cells here across sessions (run_archive.py)")
     return p
 
 
@@ -242,18 +247,20 @@ def domain_settings(args, domain: str, runs: Path) -> dict:
 
 def run_method(name: str, method: Method, domain: str, seed: int, args, settings: dict, runs: Path) -> dict[str, dict]:
     """Train (unless prompt-only) and evaluate one method × seed on `domain`; {step key: outcome}."""
-    exports, outcomes = settings["exports"], {}
+    exports, outcomes, folders = settings["exports"], {}, []
     base, key = runs / name / f"seed{seed}", f"{name}/seed{seed}/{domain}"
     models = ["--model", exports["STUDENT_MODEL"]]
     if method.recipe is not None:
         folder = base / "train" / domain
+        folders.append(folder)
         outcomes[f"{key}/train"] = once(
             folder, runs / "failed" / key / "train", train, method, domain, seed, args, settings
         )
         report_progress(f"{key}/train", outcomes[f"{key}/train"])
         if not outcomes[f"{key}/train"]["ok"]:
             return outcomes
-        models = trained_models(folder)
+        # read when an evaluation still has to run (an archived cell keeps no checkpoints)
+        models = None
     mas = method.workflow == "mas"
     teacher = ["--teacher", exports["TEACHER_MODEL"], "--teacher-max-context", str(settings["teacher_max_context"])]
     evals = {"eval": teacher if mas and not args.no_teacher else []}
@@ -261,8 +268,14 @@ def run_method(name: str, method: Method, domain: str, seed: int, args, settings
         evals["eval-swap"] = ["--swap-roles"]
     for kind, extra in evals.items():
         folder, failed = base / kind / f"{domain}-heldout", runs / "failed" / key / kind
+        folders.append(folder)
+        if models is None and not (folder / DONE).is_file():
+            models = trained_models(folders[0])
         outcomes[f"{key}/{kind}"] = once(folder, failed, evaluate, models, method.workflow, seed, args, settings, extra)
         report_progress(f"{key}/{kind}", outcomes[f"{key}/{kind}"])
+    target = run_archive.archive_path(Path(args.archive), name, seed, domain) if args.archive else None
+    if target is not None and all(o["ok"] for o in outcomes.values()) and not target.is_file():
+        run_archive.pack(runs, folders, target)
     return outcomes
 
 
@@ -290,6 +303,8 @@ def compare(args) -> dict:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     domains = [d for d in args.domains.split(",") if d]
     settings = {domain: domain_settings(args, domain, runs) for domain in domains}
+    if args.archive:
+        print(f"{run_archive.unpack_missing(Path(args.archive), runs)} archived cells restored", flush=True)
     cells = [(n, d, s) for d in domains for n in methods if d in METHODS[n].domains for s in seeds]
     outcomes = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         validation = ensure_validation_data(Path(args.cache).resolve() / "data", domain, args.eval_limit)
         settings[domain]["splits"] = {"validation": str(validation), "test": settings[domain]["val_files"]}
     all_cells = cells(Path(args.sensitivity), domains, seeds)
-    pending = [c for c in all_cells if not study.cell_path(results, *c).is_file()]
+    # seed by seed, so that every option has a first result early
+    pending = sorted((c for c in all_cells if not study.cell_path(results, *c).is_file()), key=lambda c: c[3])
     if args.max_cells:
         pending = pending[: args.max_cells]
     print(f"{len(pending)} cells to run", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ def compare(tmp_path: Path) -> subprocess.CompletedProcess:
         sys.executable, str(ROOT / "benchmarks" / "tiny_world_compare.py"), "--runs", str(tmp_path / "runs"),
         "--cache", str(tmp_path / "world"), "--methods", "mas-prompt,mas-grpo", "--domains", "math",
         "--seeds", "0", "--steps", "2", "--test-freq", "1", "--curve-limit", "3", "--eval-k", "2", "--eval-limit", "2",
-        "--jobs", "2",
+        "--jobs", "2", "--archive", str(tmp_path / "archive"),
     ]  # fmt: skip
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1500)
 
@@ -86,3 +87,15 @@ def test_compare_end_to_end_and_resume(tmp_path):
     outcomes = json.loads((runs / "compare.json").read_text())["runs"]
     assert [k for k, v in outcomes.items() if not v["skipped"]] == ["mas-prompt/seed0/math/eval-swap"]
     assert (partial / "done.json").is_file() and not (partial / "leftover").exists()
+
+    # a new session: no RUNS, the archived cells (no checkpoints) restored and skipped, the same report
+    archived = sorted(p.relative_to(tmp_path / "archive").as_posix() for p in (tmp_path / "archive").rglob("*.tar.gz"))
+    assert archived == ["mas-grpo/seed0/math.tar.gz", "mas-prompt/seed0/math.tar.gz"]
+    shutil.rmtree(runs)
+    restored = compare(tmp_path)
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    assert "2 archived cells restored" in restored.stdout
+    outcomes = json.loads((runs / "compare.json").read_text())["runs"]
+    assert all(v["skipped"] for v in outcomes.values())
+    assert not list((runs / "mas-grpo" / "seed0" / "train" / "math" / "checkpoints").glob("global_step_*"))
+    assert json.loads((runs / "report" / "report.json").read_text())["main_table"] == main
