@@ -38,8 +38,6 @@ import tiny_world_compare as compare
 import tiny_world_sensitivity as study
 from results_file import RESULTS
 
-from verl_masopd.tiny_world.world import ensure_validation_data
-
 OPTIONS_RESULTS = RESULTS / "tiny_world_distillation"
 LOSS = "distillation.distillation_loss"
 TOP_K = (f"{LOSS}.topk=8", f"{LOSS}.use_policy_gradient=false")
@@ -153,18 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     runs, results = Path(args.runs).resolve(), Path(args.results).resolve()
     domains = [d for d in args.domains.split(",") if d]
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    train_args = compare.build_parser().parse_args(
-        [
-            "--cache", args.cache, "--steps", str(args.steps), "--eval-k", str(args.eval_k),
-            "--eval-limit", str(args.eval_limit), "--jobs", str(args.jobs),
-            "--override", "trainer.test_freq=-1", "--override", "trainer.val_before_train=false",
-        ]
-    )  # fmt: skip
-    settings = {}
-    for domain in domains:
-        settings[domain] = compare.domain_settings(train_args, domain, runs)
-        validation = ensure_validation_data(Path(args.cache).resolve() / "data", domain, args.eval_limit)
-        settings[domain]["splits"] = {"validation": str(validation), "test": settings[domain]["val_files"]}
+    train_args, settings = study.cell_setup(args, runs, domains)
     all_cells = cells(Path(args.sensitivity), domains, seeds)
     # seed by seed, so that every option has a first result early
     pending = sorted((c for c in all_cells if not study.cell_path(results, *c).is_file()), key=lambda c: c[3])

@@ -275,11 +275,9 @@ def pending_cells(args, results: Path, domains: list[str], seeds: list[int]) -> 
     return [c for c in cells if not cell_path(results, c[0], c[1], c[2], c[3]).is_file()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    runs, results = Path(args.runs).resolve(), Path(args.results).resolve()
-    domains = [d for d in args.domains.split(",") if d]
-    seeds = [int(s) for s in args.seeds.split(",") if s]
+def cell_setup(args, runs: Path, domains: list[str]) -> tuple[argparse.Namespace, dict]:
+    """The comparison's arguments for a cell (no validation during training) and each domain's
+    settings with its validation and test splits."""
     train_args = compare.build_parser().parse_args(
         [
             "--cache", args.cache, "--steps", str(args.steps), "--eval-k", str(args.eval_k),
@@ -292,6 +290,15 @@ def main(argv: list[str] | None = None) -> int:
         settings[domain] = compare.domain_settings(train_args, domain, runs)
         validation = ensure_validation_data(Path(args.cache).resolve() / "data", domain, args.eval_limit)
         settings[domain]["splits"] = {"validation": str(validation), "test": settings[domain]["val_files"]}
+    return train_args, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    runs, results = Path(args.runs).resolve(), Path(args.results).resolve()
+    domains = [d for d in args.domains.split(",") if d]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    train_args, settings = cell_setup(args, runs, domains)
     pending = pending_cells(args, results, domains, seeds)
     if args.max_cells:
         pending = pending[: args.max_cells]
