@@ -5,15 +5,13 @@ under RUNS (train/<domain>/, eval/<domain>-heldout/, eval-swap/<domain>-heldout/
 ARCHIVE/<method>/seed<k>/<domain>.tar.gz without the model checkpoints (global_step_*: only the
 evaluations read them, and they are done); the TensorBoard logs, records, summaries, settings and
 done.json markers stay, which is all the report reads. Before a comparison runs, every archive
-whose folders RUNS lacks is unpacked into RUNS, so that its steps are skipped as done.
+whose folders RUNS lacks altogether is unpacked into RUNS, so that its steps are skipped as done.
 """
 
 from __future__ import annotations
 
 import tarfile
 from pathlib import Path
-
-DONE = "done.json"
 
 
 def archive_path(archive: Path, method: str, seed: int, domain: str) -> Path:
@@ -35,12 +33,13 @@ def pack(runs: Path, folders: list[Path], target: Path) -> None:
 
 
 def unpack_missing(archive: Path, runs: Path) -> int:
-    """Unpack every archive whose folders are not all done under `runs`; returns how many."""
+    """Unpack every archive none of whose folders `runs` has (a cell RUNS holds, even in part,
+    is left to the comparison's own resuming); returns how many."""
     unpacked = 0
     for path in sorted(archive.glob("*/seed*/*.tar.gz")):
         with tarfile.open(path) as tar:
             tops = {Path(*Path(m.name).parts[:4]) for m in tar.getmembers() if len(Path(m.name).parts) >= 4}
-            if all((runs / top / DONE).is_file() for top in tops):
+            if any((runs / top).exists() for top in tops):
                 continue
             tar.extractall(runs, filter="data")
             unpacked += 1
