@@ -27,10 +27,9 @@ os.environ.setdefault("VERL_PLATFORM", "cpu")
 import torch  # noqa: E402
 from results_file import save_result
 from transformers import AutoTokenizer  # noqa: E402
-from verl import DataProto  # noqa: E402
 
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine  # noqa: E402
-from verl_masopd.rollout.batch import column  # noqa: E402
+from verl_masopd.rollout.records import EpisodeResult, Sample  # noqa: E402
 from verl_masopd.teacher.attribution import Attributor  # noqa: E402
 from verl_masopd.teacher.contexts import TeacherContextBuilder  # noqa: E402
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer  # noqa: E402
@@ -38,7 +37,7 @@ from verl_masopd.teacher.scoring import TeacherScoring  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.tiny_world.weights import WEIGHTS  # noqa: E402
 from verl_masopd.tiny_world.world import PROMPT_STYLE  # noqa: E402
-from verl_masopd.workflows.base import Action, Turn  # noqa: E402
+from verl_masopd.workflows.base import Action, Judgement, Turn  # noqa: E402
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence  # noqa: E402
 from verl_masopd.workflows.problem import Problem  # noqa: E402
 from verl_masopd.workflows.prompted import PAPER  # noqa: E402
@@ -72,37 +71,22 @@ def evidence(role: str, reasoner_text: str, right: str) -> ReasonerEvidence | To
     return ToolUserEvidence(verdict=True, run=True, output=f"{right}\n", failure=None, answer=right, correct=True)
 
 
-def policy_batches(workflow: MathWorkflow, episodes: dict, response_len: int, vocab: int, seed: int) -> list[DataProto]:
-    """One batch per role policy: every agent's response at every turn, random ids of `response_len`."""
+def recorded_results(workflow: MathWorkflow, episodes: dict, response_len: int, vocab: int, seed: int) -> list:
+    """The step's records: every agent's response at every turn, random ids of `response_len`."""
     generator = torch.Generator().manual_seed(seed)
-    batches = []
-    for role in workflow.roles:
-        rows = [
-            (eid, t, a)
-            for eid, ep in episodes.items()
-            for t in range(len(ep.turns))
-            for a in ep.agents
-            if a.role == role
-        ]
-        n = len(rows)
-        responses = torch.randint(3, vocab, (n, response_len), generator=generator)
-        batches.append(
-            DataProto.from_dict(
-                tensors={
-                    "responses": responses,
-                    "response_mask": torch.ones(n, response_len),
-                    "rollout_log_probs": -torch.rand(n, response_len, generator=generator),
-                },
-                non_tensors={
-                    "response_ids": column(responses.tolist()),
-                    "episode_id": column([r[0] for r in rows]),
-                    "turn": column([r[1] for r in rows]),
-                    "agent": column([r[2].name for r in rows]),
-                    "role": column([role] * n),
-                },
+    results = []
+    for eid, episode in episodes.items():
+        samples = [
+            Sample(
+                eid, 0, t, agent.name, agent.role, 0, agent.role, [1, 2],
+                torch.randint(3, vocab, (response_len,), generator=generator).tolist(),
+                (-torch.rand(response_len, generator=generator)).tolist(), "stop",
             )
-        )
-    return batches
+            for t in range(len(episode.turns))
+            for agent in episode.agents
+        ]  # fmt: skip
+        results.append(EpisodeResult(eid, episode, samples, Judgement(True, 1.0, episode.problem.answer), 0))
+    return results
 
 
 VARIANTS = {
@@ -118,25 +102,23 @@ VARIANTS = {
 }
 
 
-async def measure(scorings: dict, batches, episodes, attributions, repeats: int) -> dict:
+async def measure(scorings: dict, results, attributions, repeats: int) -> dict:
     """Median seconds per step and token counts of every variant, the variants taking turns."""
     seconds = {name: [] for name in scorings}
     stats = {}
     for _ in range(repeats):
         for name, scoring in scorings.items():
             start = time.perf_counter()
-            scored = [await scoring.score(b, episodes, attributions) for b in batches]
+            stats[name] = await scoring.score(results, attributions)
             seconds[name].append(time.perf_counter() - start)
-            stats[name] = [s.meta_info["teacher"] for s in scored]
     out = {}
-    for name, per_batch in stats.items():
-        responses = sum(s["responses"] for s in per_batch)
+    for name, s in stats.items():
         out[name] = {
-            "responses_per_step": responses,
-            "passes": per_batch[0]["passes"],
-            "teacher_tokens_per_response": sum(s["teacher_tokens"] for s in per_batch) / responses,
-            "computed_tokens_per_response": sum(s["computed_tokens"] for s in per_batch) / responses,
-            "shared_prefix_tokens_per_response": sum(s["shared_prefix_tokens"] for s in per_batch) / responses,
+            "responses_per_step": s.responses,
+            "passes": s.passes,
+            "teacher_tokens_per_response": s.teacher_tokens / s.responses,
+            "computed_tokens_per_response": s.computed_tokens / s.responses,
+            "shared_prefix_tokens_per_response": s.shared_prefix_tokens / s.responses,
             "scoring_seconds_per_step": statistics.median(seconds[name]),
         }
     return out
@@ -161,7 +143,7 @@ async def main(args) -> dict:
         workflow = MathWorkflow(agents_per_role=n, prompt_style=PROMPT_STYLE if args.tiny_world else PAPER)
         episodes = recorded_episodes(workflow, args.episodes)
         attributions = await Attributor(workflow).attribute(episodes)
-        batches = policy_batches(workflow, episodes, args.response_len, len(tokenizer), seed=n)
+        results = recorded_results(workflow, episodes, args.response_len, len(tokenizer), seed=n)
         scorings = {
             name: TeacherScoring(
                 TeacherContextBuilder(workflow, tokenizer, max_length=4096, layout=layout),
@@ -170,8 +152,8 @@ async def main(args) -> dict:
             )
             for name, (layout, kappa, share) in VARIANTS.items()
         }
-        await scorings["masopd/role_last/packed"].score(batches[0], episodes, attributions)  # warm-up
-        runs = await measure(scorings, batches, episodes, attributions, args.repeats)
+        await scorings["masopd/role_last/packed"].score(results[:1], attributions)  # warm-up
+        runs = await measure(scorings, results, attributions, args.repeats)
         ratios = {}
         for layout, scoring in (
             ("role_first", "packed"),
