@@ -2,7 +2,7 @@
 each loss mode, GRPO + OPD against GRPO and OPD alone, two teachers against the better one alone.
 
     python benchmarks/tiny_world_distillation.py [--domains math,code] [--seeds 0,1,2] [--jobs 2]
-        [--max-cells N] [--steps 12] [--eval-k 2] [--eval-limit 200] [--runs DIR] [--results DIR]
+        [--max-cells N] [--summary] [--steps 12] [--eval-k 2] [--eval-limit 200] [--runs DIR] [--results DIR]
 
 Every cell is trained and evaluated as a cell of tiny_world_sensitivity.py (validation and test
 accuracy, seconds, the training diagnostics), each method at the setting the sensitivity study
@@ -20,8 +20,9 @@ chose for it (its summary.json), plus the option's overrides:
 
 Resumable as the sensitivity study: a cell's result is RESULTS/cells/<domain>/<method>/<option>/
 seed<k>.json (RESULTS: benchmarks/results/tiny_world_distillation/), and a cell with one is
-skipped. RESULTS/summary.json and summary.md hold the test table (mean ± std over seeds) and each
-option's difference from its method's default with its standard error.
+skipped (--summary: write the summary of the cells done, run none). RESULTS/summary.json and
+summary.md hold the test table (mean ± std over seeds) and each option's difference from its
+method's default with its standard error.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-limit", type=int, default=200)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--max-cells", type=int, default=0, help="run at most N new cells (0: all)")
+    p.add_argument("--summary", action="store_true", help="only write the summary of the cells done so far")
     return p
 
 
@@ -155,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     all_cells = cells(Path(args.sensitivity), domains, seeds)
     # seed by seed, so that every option has a first result early
     pending = sorted((c for c in all_cells if not study.cell_path(results, *c).is_file()), key=lambda c: c[3])
-    if args.max_cells:
-        pending = pending[: args.max_cells]
+    if args.max_cells or args.summary:
+        pending = pending[: 0 if args.summary else args.max_cells]
     print(f"{len(pending)} cells to run", flush=True)
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
