@@ -39,7 +39,6 @@ from verl_masopd.algos.distillation import DistillationSettings
 from verl_masopd.trainer.actor_loss import ActorLoss
 
 WEIGHT = "distillation_weight"
-TEACHER_FIELDS = ("teacher_ids", "teacher_logprobs")
 
 
 @dataclass(frozen=True)
