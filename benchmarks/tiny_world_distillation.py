@@ -43,8 +43,8 @@ OPTIONS_RESULTS = RESULTS / "tiny_world_distillation"
 LOSS = "distillation.distillation_loss"
 TOP_K = (f"{LOSS}.topk=8", f"{LOSS}.use_policy_gradient=false")
 TWO_TEACHERS = (
-    "+distillation.teacher_models={strong:{model_path:${teacher.model_path}},weak:{model_path:${students.path}}}",
-    "+distillation.teacher_weighting=confidence",
+    "++distillation.teacher_models={strong:{model_path:${teacher.model_path}},weak:{model_path:${students.path}}}",
+    "distillation.teacher_weighting=confidence",
 )
 OPTIONS = {
     "masopd": {
