@@ -87,7 +87,7 @@ def test_only_the_adapters_train(lora_run):
 def test_the_lora_base_teacher_is_the_base_model_with_the_adapter_off(lora_run, tiny_model_path):
     trainer, initial, _ = lora_run
     engine = trainer.policies["reasoner"].engine
-    assert trainer.teacher.scorer.engine.engine is engine  # the policy's own engine: no teacher engine
+    assert trainer.teacher.scorers[0].engine.engine is engine  # the policy's own engine: no teacher engine
     base = AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()
     requests = [ScoreRequest([5, 17, 40, 41, 9], [30, 31, 32, 33]), ScoreRequest([5, 17, 60], [70, 71, 72, 73, 74, 75])]
     expected = []
