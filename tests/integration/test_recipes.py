@@ -177,6 +177,12 @@ SEARCH = {
         "student",
         {"searcher": ("opd", "problem"), "leader": ("grpo", "problem"), "answerer": ("grpo", "episode")},
     ),
+    "search/prompted_critic.sh": (
+        "hierarchical",
+        8,
+        "teacher",
+        {"searcher": ("judge_grpo", "problem"), "leader": ("grpo", "problem"), "answerer": ("grpo", "episode")},
+    ),
     "search/searchers_no_loss.sh": (
         "hierarchical",
         8,

@@ -77,10 +77,10 @@ class SearchMixBackend:
         return Generation(ids, log_probs.tolist(), STOP)
 
 
-def test_two_steps_of_role_selective_supervision(
-    search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path
-):
-    cfg = compose_config(
+def search_config(search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path, searcher: str):
+    """Two steps of the search team, the Searchers by `searcher`, the Answerer by GRPO over its
+    episode's candidates, the Leader by GRPO (the default estimator)."""
+    return compose_config(
         [
             "preset=cpu",
             "engines.placement=local",
@@ -100,16 +100,22 @@ def test_two_steps_of_role_selective_supervision(
             "+workflow.options.answer_candidates=2",
             "+workflow.options.max_calls=2",
             "+workflow.options.max_obs_tokens=48",
-            "algorithm.adv_estimator=grpo",
-            "+algorithm.per_role.searcher.estimator=opd",
-            "+algorithm.per_role.answerer.estimator=grpo",
-            "+algorithm.per_role.answerer.group_by=episode",
             "trainer.total_training_steps=2",
             "trainer.save_freq=-1",
             "trainer.logger=[console]",
             f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
+            "algorithm.adv_estimator=grpo",
+            f"+algorithm.per_role.searcher.estimator={searcher}",
+            "+algorithm.per_role.answerer.estimator=grpo",
+            "+algorithm.per_role.answerer.group_by=episode",
         ]
     )
+
+
+def test_two_steps_of_role_selective_supervision(
+    search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path
+):
+    cfg = search_config(search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path, "opd")
     trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
     steps = [trainer.train_step() for _ in range(2)]
@@ -123,5 +129,25 @@ def test_two_steps_of_role_selective_supervision(
         assert not [k for k in metrics if k.startswith(("teacher/leader", "teacher/answerer"))]
     estimators = {k for m in steps for k in m if k.startswith("per_role/") and k.endswith("/advantage_mean")}
     assert {"per_role/searcher/opd/advantage_mean", "per_role/leader/grpo/advantage_mean"} <= estimators
+    weights = trainer.policies["shared"].engine.hf_state_dict()
+    assert any(not torch.equal(weights[k], initial[k]) for k in initial)
+
+
+def test_two_steps_of_the_prompted_critic(search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path):
+    """The Searchers by GRPO on the teacher's verdicts (judge_grpo): the teacher judges every
+    Searcher reply and scores no token."""
+    cfg = search_config(search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path, "judge_grpo")
+    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
+    steps = [trainer.train_step() for _ in range(2)]
+    trainer.close()
+
+    assert trainer.teacher is None and trainer.judge is not None
+    for metrics in steps:
+        assert metrics["judge/judged"] >= 1  # the scripted Leader sends a Searcher
+        assert 0.0 < metrics["judge/searcher/score"] < 1.0
+        assert not [k for k in metrics if k.startswith("teacher/")]
+        assert "per_role/searcher/judge_grpo/advantage_mean" in metrics
+        assert metrics["timing_s/judge"] > 0
     weights = trainer.policies["shared"].engine.hf_state_dict()
     assert any(not torch.equal(weights[k], initial[k]) for k in initial)

@@ -16,12 +16,12 @@ import pytest
 from verl_masopd.retrieval.index import MANIFEST as INDEX_MANIFEST
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.pretrain import IGNORE, collate
-from verl_masopd.tiny_world.search_demos import OPTIONS, SearchDemonstrations, hops, search_index
+from verl_masopd.tiny_world.search_demos import JUDGE, OPTIONS, SearchDemonstrations, hops, search_index
 from verl_masopd.tiny_world.search_tasks import task
 from verl_masopd.tiny_world.weights import WEIGHTS
 from verl_masopd.workflows.search import ANSWERER, CASCADED, HIERARCHICAL, LEADER, SEARCHER, without_spans
 
-ROLES = {"Leader.": LEADER, "Searcher.": SEARCHER, "Answerer.": ANSWERER}
+ROLES = {"Leader.": LEADER, "Searcher.": SEARCHER, "Answerer.": ANSWERER, "Judge.": JUDGE}
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +99,34 @@ def test_the_students_searcher_answers_a_share_of_its_subtasks_without_searching
         assert abs(guessed - confusion) < 0.1, (confusion, guessed)
 
 
+def test_the_teacher_judges_right_reports_yes_and_wrong_ones_no(demos):
+    """The judge's demonstrations (the teacher's only): a Searcher's reply to a one-hop subtask,
+    "yes" when it reports the subtask's value, "no" for a guess without a search or a report of
+    another value; the two verdicts about equally often."""
+    rng = random.Random(3)
+    d = demos[CASCADED]
+    judged = [j for j in (d._judgement(task(rng.randrange(1000)), rng) for _ in range(200)) if j is not None]
+    assert len(judged) >= 150
+    verdicts = {"yes": 0, "no": 0}
+    for j in judged:
+        assert j.messages == d.workflow.judge_messages(*_judged(j))
+        subtask, reply = _judged(j)
+        [hop] = [h for h in hops(j.task) if h.question == subtask]
+        right = reply.endswith(f"<summary>{hop.value}</summary>") and "<search>" in reply
+        assert j.reply == ("yes" if right else "no"), reply
+        verdicts[j.reply] += 1
+    assert abs(verdicts["yes"] - verdicts["no"]) < 0.2 * len(judged)
+
+
+def _judged(demo) -> tuple[str, str]:
+    """The subtask and the reply a judge demonstration's compact messages hold."""
+    task_line, reply = demo.messages[1]["content"].split("\nReply: ", 1)
+    return task_line.removeprefix("Task: "), reply
+
+
 def test_every_role_is_demonstrated(demos):
     rng = random.Random(2)
-    for system, expected in ((HIERARCHICAL, {LEADER, SEARCHER, ANSWERER}), (CASCADED, {SEARCHER, ANSWERER})):
+    for system, expected in ((HIERARCHICAL, {LEADER, SEARCHER, ANSWERER}), (CASCADED, {SEARCHER, ANSWERER, JUDGE})):
         assert {_role(demos[system].draw(rng).messages) for _ in range(60)} == expected
 
 

@@ -1,7 +1,7 @@
 """Advantage estimators and policy losses, registered into verl's registries on import.
 
-Estimators (verl's `get_adv_estimator_fn(name)`): masopd, opd, magrpo, marft, cure, at_grpo;
-grpo is verl's own, used with a configurable grouping key. Policy loss (`get_policy_loss_fn`):
+Estimators (verl's `get_adv_estimator_fn(name)`): masopd, opd, magrpo, marft, cure, at_grpo,
+judge_grpo, frozen; grpo is verl's own, used with a configurable grouping key. Policy loss (`get_policy_loss_fn`):
 marft. Each estimator's needs are declared in its spec (specs.py); the trainer calls
 `compute_advantages(data, settings, results, workflow)` with the settings `validate_estimator_config`
 returned; `algorithm.per_role` gives roles estimators of their own (per_role.py).

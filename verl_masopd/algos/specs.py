@@ -3,8 +3,9 @@
 An estimator's spec declares everything the rest of the system needs to know about it, so
 that the estimation (estimate.py) and the trainer hold no estimator names:
     serves        workflows, domains, policy sharings, agents per role
-    needs         a teacher, a critic, a reference policy, tree sampling; the reward (team +
-                  local, team only, none); the verl actor loss settings
+    needs         a teacher, a judge (the teacher prompted as one, teacher/judging.py), a
+                  critic, a reference policy, tree sampling; the reward (team + local, team
+                  only, none); the verl actor loss settings
     batch fields  `fields` handed to the estimator by name, `optional_fields` when present
     steps         `from_rollout(groups, workflow)`: meta_info entries built from the step's
                   rollout groups (before the batch-side steps); `prepare(data, settings)`: derived
@@ -30,8 +31,10 @@ Config keys read here (the trainer's config extends verl's ppo_trainer config):
     rollout.tree_sampling                           true only with at_grpo
     rollout.group_size, workflow.agents_per_role, workflow.horizon
                                                     enough rows per group for a role's group baseline
-    teacher.model_path                              required by masopd and opd, and by a reward
-                                                    estimator with the OPD term
+    teacher.model_path                              required by masopd, opd and judge_grpo, and by
+                                                    a reward estimator with the OPD term
+    workflow.name                                   judge_grpo only on roles the workflow judges
+                                                    (`Workflow.judged_roles`)
     distillation.distillation_loss.*                the OPD term's loss mode, and the term on a reward
                                                     estimator's advantage (distillation.py)
     actor_rollout_ref.actor.{policy_loss.loss_mode, loss_agg_mode, use_kl_loss, kl_loss_type}
@@ -56,6 +59,7 @@ from verl_masopd.algos.cure_matrix import cure_matrices
 from verl_masopd.algos.distillation import DistillationSettings, read_distillation
 from verl_masopd.algos.frozen import finish_frozen
 from verl_masopd.algos.grpo import GrpoOptions, finish_grpo, prepare_grpo
+from verl_masopd.algos.judge_grpo import prepare_judge_grpo
 from verl_masopd.algos.magrpo import MagrpoOptions
 from verl_masopd.algos.marft import MarftOptions
 from verl_masopd.algos.masopd import MasopdOptions, masopd_token_terms, opd_token_terms, prepare_distillation
@@ -86,6 +90,7 @@ class EstimatorSpec:
     domains: frozenset[str] = frozenset({"code", "math", "qa"})
     policy_sharing: frozenset[str] = ALL_SHARING
     needs_teacher: bool = False
+    needs_judge: bool = False
     needs_critic: bool = False
     needs_reference: bool = False
     tree_sampling: bool = False
@@ -195,6 +200,17 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             ),
         ),
         EstimatorSpec("at_grpo", tree_sampling=True, fields=("uid", "agent", "turn"), group_baseline="rows"),
+        EstimatorSpec(
+            "judge_grpo",
+            needs_judge=True,
+            uses_local_reward=None,
+            options=("grpo", GrpoOptions),
+            required_keys=("teacher.model_path",),
+            fields=("judge_score",),
+            prepare=prepare_judge_grpo,
+            finish=finish_grpo,
+            group_baseline="rows",
+        ),
     )
 }
 
@@ -271,6 +287,10 @@ class EstimatorSettings:
     @property
     def needs_teacher(self) -> bool:
         return any(settings.uses_teacher for settings in self.estimators)
+
+    @property
+    def needs_judge(self) -> bool:
+        return any(settings.spec.needs_judge for settings in self.estimators)
 
     @property
     def needs_reference(self) -> bool:
@@ -405,7 +425,10 @@ def validate_estimator_config(config: DictConfig) -> EstimatorSettings:
     distillation = read_distillation(config)
     if _select(config, f"algorithm.{PER_ROLE}"):
         return _validate_per_role(config, distillation)
-    _check_estimator(config, estimator_spec(name), ESTIMATOR_KEY, distillation)
+    spec = estimator_spec(name)
+    _check_estimator(config, spec, ESTIMATOR_KEY, distillation)
+    if spec.needs_judge:
+        _check_judged(config, None, f"{ESTIMATOR_KEY}={name}")
     settings = read_estimator(config.algorithm, distillation=distillation)
     _check_contrast_roles(config, settings)
     return settings
@@ -470,6 +493,21 @@ def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> No
         )
 
 
+def _check_judged(config: DictConfig, role: str | None, chosen: str) -> None:
+    """An estimator on the judge's score needs a workflow that judges the replies of `role` (of
+    every role when None)."""
+    workflow, domain = _select(config, "workflow.name"), _select(config, "workflow.domain")
+    if workflow is None or domain is None:
+        return
+    cls = workflow_class(workflow, domain)
+    unjudged = [r for r in ((role,) if role else cls.roles) if r not in cls.judged_roles]
+    if unjudged:
+        judged = f"only {list(cls.judged_roles)}" if cls.judged_roles else "none"
+        raise ValueError(
+            f"{chosen}: workflow.name={workflow} puts no reply of role {unjudged[0]!r} to a judge (it judges {judged})"
+        )
+
+
 def _not_per_role(spec: EstimatorSpec) -> str | None:
     """Why the estimator cannot run on one role's rows alone (None: it can)."""
     reasons = (
@@ -504,6 +542,8 @@ def _validate_per_role(config: DictConfig, distillation: DistillationSettings) -
     _check_shared_loss(config, chosen)
     for role, entry in chosen.items():
         _check_estimator(config, entry.settings.spec, entry.key, distillation)
+        if entry.settings.spec.needs_judge:
+            _check_judged(config, role, f"{entry.key}={entry.settings.name}")
         if role in settings.per_role:
             _check_reward(role, entry)
             _check_groups(config, role, entry)

@@ -9,6 +9,8 @@ response_mask is 1 on the tokens the policy generated and 0 on tool observations
 (attention_mask is 1 on observations: they are context for the tokens after them). Where the
 teacher scored the samples (`Sample.teacher`), teacher_log_probs [B, R] and, with κ ≥ 1
 contrasting roles, teacher_contrast_log_probs [B, κ, R] hold its scores (0 where it has none).
+Where a judge scored the samples (`Sample.judge`), judge_score [B] holds the scores (0 where
+there is none) and the column "judged" says which rows have one.
 
 Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
 history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
@@ -63,6 +65,9 @@ def to_dataproto(
     generated, _ = right_padded([s.generated[:max_response_len] for _, s in rows], 0, tensors["response_mask"].dtype)
     tensors["response_mask"] = tensors["response_mask"] * generated
     tensors |= teacher_tensors([s for _, s in rows], tensors["responses"].shape[1])
+    judged = [s.judge is not None for _, s in rows]
+    if any(judged):
+        tensors["judge_score"] = torch.tensor([s.judge or 0.0 for _, s in rows], dtype=torch.float32)
 
     team, local, local_mask = [], [], []
     for r, s in rows:
@@ -93,6 +98,7 @@ def to_dataproto(
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
             "teacher_scored": column([s.teacher is not None for _, s in rows]),
             "privileged": column([s.teacher is not None and s.teacher.privileged for _, s in rows]),
+            "judged": column(judged),
         },
         meta_info={
             "policy": policy,

@@ -55,7 +55,8 @@ class Sample:
     log π_sample(response_ids[i] | u, ...) on generated tokens, 0 on observation tokens.
     `finish_reason`: "stop" (eos), "length" (max new tokens) or "failed" (empty response after
     the bounded retries). `context_cut`: the truncation rule's cut of u (verl_masopd.context);
-    `tool_calls`: the calls inside the response; `teacher`: the teacher's scores, once scored.
+    `tool_calls`: the calls inside the response; `teacher`: the teacher's scores, once scored;
+    `judge`: the judge's 0–1 score of the reply, once judged (teacher/judging.py).
     """
 
     episode_id: str
@@ -73,6 +74,7 @@ class Sample:
     context_cut: Cut = NO_CUT
     tool_calls: list[ToolUse] = field(default_factory=list)
     teacher: TeacherScores | None = None
+    judge: float | None = None
 
     def __post_init__(self):
         if not self.generated:

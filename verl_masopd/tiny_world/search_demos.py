@@ -14,6 +14,10 @@ i in [0, VALIDATION_START)), played through `SearchWorkflow.step`:
     In the cascaded system the Searcher's task is the whole question: a two-hop one is searched
     as it is, then as its second sub-question formed from the bridge the first observation names.
   - Answerer: `<answer>the last selected report</answer>`.
+  - Judge (the teacher's only, for the Prompted Critic comparator): a Searcher's reply to a
+    one-hop subtask put to the judge (`SearchWorkflow.judge_messages`), answered "yes" for the
+    correct reply above and "no", as often, for a wrong one: the confused guess below, or the
+    searched reply reporting another entity's value of the relation in place of the one found.
 A reply's observations are clipped to `max_obs_tokens` token ids as the rollout clips them and are
 kept as their own segments, which the pretraining loss does not see (pretrain.collate). Questions
 whose episode would need more calls than `max_calls` (a cascaded two-hop search whose first or
@@ -41,6 +45,7 @@ from verl_masopd.workflows.base import Agent, Episode
 from verl_masopd.workflows.problem import QA, Problem
 from verl_masopd.workflows.search import ANSWERER, CASCADED, HIERARCHICAL, LEADER, SEARCHER
 
+JUDGE = "judge"
 OPTIONS = dict(
     max_waves=2,
     max_searchers_per_wave=2,
@@ -53,7 +58,7 @@ OPTIONS = dict(
 HORIZONS = {HIERARCHICAL: 2 * OPTIONS["max_waves"] + 2, CASCADED: 2}
 ROLE_SHARES = {
     HIERARCHICAL: {LEADER: 0.3, SEARCHER: 0.5, ANSWERER: 0.2},
-    CASCADED: {SEARCHER: 0.75, ANSWERER: 0.25},
+    CASCADED: {SEARCHER: 0.6, ANSWERER: 0.2, JUDGE: 0.2},
 }
 INDEX = Path(tempfile.gettempdir()) / "verl_masopd_tiny_search_world"
 TRIES = 64
@@ -123,6 +128,11 @@ class SearchDemonstrations:
         role = rng.choices(list(shares), weights=list(shares.values()))[0]
         for _ in range(TRIES):
             t = task(rng.randrange(VALIDATION_START))
+            if role == JUDGE:
+                judged = self._judgement(t, rng)
+                if judged is not None:
+                    return judged
+                continue
             played = self.episode(t)
             if played is None:
                 continue
@@ -218,8 +228,34 @@ class SearchDemonstrations:
         """A confused Searcher's reply: an answer guessed without searching."""
         subtask = messages[-1]["content"]
         hop = next(h for h in hops(t) if h.question in subtask)
+        return f"<answer>{self._other_value(hop, rng)}</answer>"
+
+    def _other_value(self, hop: Hop, rng: random.Random) -> str:
+        """The value of `hop`'s relation of a random entity of its kind (possibly the right one)."""
         others = [e for e in self.kb.of_kind(hop.kind) if hop.relation in e.facts]
-        return f"<answer>{golden_answers(rng.choice(others), hop.relation)[0]}</answer>"
+        return golden_answers(rng.choice(others), hop.relation)[0]
+
+    def _judgement(self, t: SearchTask, rng: random.Random) -> Demonstration | None:
+        """The judge's verdict on a Searcher's reply to one of `t`'s one-hop subtasks (module doc);
+        None when the search would need more calls than allowed."""
+        hop = rng.choice(hops(t))
+        segments = self._search(hop)
+        if segments is None:
+            return None
+        approve, reject = self.workflow.judge_verdicts
+        verdict = approve
+        if rng.random() < 0.5:
+            wrong = next((v for v in (self._other_value(hop, rng) for _ in range(TRIES)) if v != hop.value), None)
+            if wrong is None:
+                return None
+            verdict = reject
+            if rng.random() < 0.5:
+                segments = [(f"<answer>{wrong}</answer>", True)]
+            else:
+                summary = self.workflow.tags["summary"]
+                segments = [*segments[:-1], (f"<{summary}>{wrong}</{summary}>", True)]
+        reply = "".join(text for text, _ in segments)
+        return self._demonstration(t, self.workflow.judge_messages(hop.question, reply), [(verdict, True)])
 
     def _demonstration(self, t: SearchTask, messages: list[dict], segments: list[tuple[str, bool]]) -> Demonstration:
         encoded = tuple(

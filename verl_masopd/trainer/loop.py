@@ -4,7 +4,9 @@ One step (docs/design.md, "One training step"):
   1. rollout     the rollout manager plays G episodes per problem with every policy's generation
                  backend (AT-GRPO: tree sampling with K = G branches): the step's records
   2. teacher     role-conditioned teacher scores of the records under every role condition, with
-                 the PAC block after a conflict (masopd, opd), written into the samples
+                 the PAC block after a conflict (masopd, opd), written into the samples; the
+                 teacher as a judge of the replies of the roles trained on its score (judge_grpo,
+                 teacher/judging.py)
   3. batch       the records flattened once into one joint DataProto (rollout/batch.py)
   4. log-probs   ℓS from each policy's engine (old_log_probs) with the policy's entropy at each
                  response position; the reference policy's (cure); the centralised critic's values
@@ -58,6 +60,7 @@ from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.attribution import Attributions, Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import AdapterOff, EngineTeacherScorer
+from verl_masopd.teacher.judging import JudgeScoring
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.teacher.teachers import Teacher, check_teachers
@@ -121,9 +124,8 @@ class Trainer:
         if self.estimator.needs_teacher:
             check_teachers(self.run.teachers, self._routing_values(), self.estimator.distillation.uses_topk)
 
-        teacher_engines = len(self.run.teachers.entries) * (
-            self.estimator.needs_teacher and self.run.teacher.backend == "engine"
-        )
+        self.teacher_models = self._teacher_models()
+        teacher_engines = len(self.teacher_models) * (self.run.teacher.backend == "engine")
         engines = len(self.run.policies) + teacher_engines + int(self.estimator.needs_reference)
         num_cpus = None
         if self.hybrid and self.run.trainer.device == "cpu":
@@ -132,9 +134,7 @@ class Trainer:
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
         # standalone vLLM servers: the teacher's, and one per base model of the LoRA policies
-        standalone = len(self.run.teachers.entries) * (
-            self.estimator.needs_teacher and self.run.teacher.backend == VLLM
-        )
+        standalone = len(self.teacher_models) * (self.run.teacher.backend == VLLM)
         if adapters:
             standalone += len({self.run.policy_path(p) for p in self.run.policies})
         server_gpus = rollout_world_size(cfg) * standalone
@@ -145,11 +145,19 @@ class Trainer:
         )
         self.servers: list = []  # what `close` stops: hybrid policies, adapter servers, the teacher's servers
         self.policies = self._build_policies(backend_factory)
-        self.reference = self.teacher = self.attributor = self.critic = None
+        self.reference = self.teacher = self.attributor = self.judge = self.critic = None
         if self.estimator.needs_reference:
             self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
+        topk = self.estimator.distillation.topk if self.estimator.distillation.uses_topk else 0
+        scorers = {t.name: self._teacher_scorer(t, topk) for t in self.teacher_models}
         if self.estimator.needs_teacher:
-            self.teacher, self.attributor = self._build_teacher()
+            self.teacher, self.attributor = self._build_teacher(list(scorers.values()), topk)
+        if self.estimator.needs_judge:
+            judged = [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.spec.needs_judge]
+            scorer = scorers[self._judge_teacher().name]
+            self.judge = JudgeScoring(
+                self.workflow, self.tokenizer, scorer, self.run.teacher.max_context_length, judged
+            )
         if self.estimator.needs_critic:
             self.critic = MarftCritic.from_pretrained(
                 self.run.students.path, self.estimator.options, self.run.trainer.seed
@@ -214,7 +222,19 @@ class Trainer:
             EngineSettings(model_path=model_path, forward_only=True, dtype=self.run.engines.dtype), name
         )
 
-    def _build_teacher(self) -> tuple[TeacherScoring, Attributor | None]:
+    def _teacher_models(self) -> list[Teacher]:
+        """The teachers the run loads: every teacher when an estimator reads the teacher's scores,
+        else the judge's one when an estimator reads a judge's; none otherwise."""
+        if self.estimator.needs_teacher:
+            return list(self.run.teachers.entries)
+        return [self._judge_teacher()] if self.estimator.needs_judge else []
+
+    def _judge_teacher(self) -> Teacher:
+        """The judge: the teacher of `teacher.model_path` (the first when it names none)."""
+        entries = self.run.teachers.entries
+        return next((t for t in entries if t.model_path == self.run.teacher.model_path), entries[0])
+
+    def _build_teacher(self, scorers: list, topk: int) -> tuple[TeacherScoring, Attributor | None]:
         """Teacher scoring under RAS role conditions, and the PAC attribution route."""
         builder = TeacherContextBuilder(
             self.workflow,
@@ -223,9 +243,6 @@ class Trainer:
             self.run.pac.reveal_reference,
             layout=self.run.workflow.context_layout,
         )
-        distillation = self.estimator.distillation
-        topk = distillation.topk if distillation.uses_topk else 0
-        scorers = [self._teacher_scorer(t, topk) for t in self.run.teachers.entries]
         scoring = TeacherScoring(
             builder,
             scorers,
@@ -296,6 +313,9 @@ class Trainer:
         if self.teacher is not None:
             with _timed(timings, "teacher"):
                 teacher_stats, attributions = asyncio.run(self._teacher_scores(results))
+        if self.judge is not None:
+            with _timed(timings, "judge"):
+                metrics.update(asyncio.run(self.judge.score(results)).metrics())
         batch = to_dataproto(
             groups, None, self.run.data.max_prompt_length, self.run.data.max_response_length, self.pad_id
         )

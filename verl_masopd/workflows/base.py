@@ -136,12 +136,16 @@ class Workflow(ABC):
     `agents` holds every seat the workflow can use (their policies are built at start-up);
     `starting_agents()` the seats an episode begins with (default: all of them). `agrees`: its
     `step` compares the agents' outputs (`Turn.agreed`); False for a team whose roles do not
-    answer the same thing, whose evaluation then has no agreement metrics."""
+    answer the same thing, whose evaluation then has no agreement metrics. `judged_roles`: the
+    roles whose replies `critique` puts to a judge answering with one of `judge_verdicts`
+    (approval first; teacher/judging.py)."""
 
     name: ClassVar[str]
     domain: ClassVar[str]
     roles: ClassVar[tuple[str, ...]]
     agrees: ClassVar[bool] = True
+    judged_roles: ClassVar[tuple[str, ...]] = ()
+    judge_verdicts: ClassVar[tuple[str, str]] = ("yes", "no")
 
     def __init__(self, agents_per_role: int = 1, horizon: int = 4):
         if agents_per_role < 1:
@@ -179,6 +183,11 @@ class Workflow(ABC):
 
     def tool(self, agent: Agent) -> Tool | None:
         """The tool `agent` may call inside its reply (workflows/tools.py); None: no tool."""
+        return None
+
+    def critique(self, episode: Episode, agent: Agent, turn: int) -> list[dict] | None:
+        """Chat messages that put `agent`'s reply at `turn` to a judge who answers with one of
+        `judge_verdicts`; None for a role not in `judged_roles`. Default: None."""
         return None
 
     @abstractmethod

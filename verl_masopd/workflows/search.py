@@ -18,6 +18,8 @@ An episode, one role per turn (the schedule reads `Turn.verifier["next"]`, the s
   `<information>` blocks. Without one its report reads "[no summary]" ("no_summary").
 - Cascaded (`system: cascaded`, C-MAS, the system the teacher is trained in): no Leader; one
   Searcher gets the question as its subtask and its report goes to the Answerers. 2 turns.
+- Judge (the Prompted Critic comparator, teacher/judging.py): `critique` puts a Searcher's subtask
+  and its whole reply, passages included, to the teacher prompted as a judge, who answers yes or no.
 - Answerer: `answer_candidates` seats sample candidates from the same hand-over: the question and
   the selected reports, renumbered; each answers in `<answer>…</answer>` (the last span). The team
   submits candidate 0.
@@ -76,6 +78,11 @@ Reason step by step. To search, write a query as <{search}>query</{search}>; the
 When you have found it, end your reply with a short report of what you found as <{summary}>...</{summary}>.""",
     ANSWERER: """You are the Answerer in a team that answers a question with a Wikipedia search engine. Answer the question from the Searchers' reports.
 Reason step by step, then give the final answer, a few words only, as <{answer}>...</{answer}>.""",
+}
+JUDGE_INSTRUCTIONS = {
+    PAPER: """You judge the work of a Searcher in a team that answers questions with a Wikipedia search engine. The Searcher was given a subtask, searched, and ended its reply with a report between <{summary}> and </{summary}>; the results it got are between <{information}> and </{information}>.
+Is the report a correct answer to the subtask, supported by the results? Reply with one word: yes or no.""",
+    COMPACT: "Judge. Is the report right? yes or no.",
 }
 COMPACT_INSTRUCTIONS = {
     LEADER: "Leader. Send <{subtask}>q</{subtask}> (1-{K}) or hand over <{select}>n</{select}>.",
@@ -142,6 +149,7 @@ class SearchWorkflow(Workflow):
     domain = QA
     roles = (LEADER, SEARCHER, ANSWERER)
     agrees = False
+    judged_roles = (SEARCHER,)
 
     def __init__(
         self,
@@ -211,6 +219,7 @@ class SearchWorkflow(Workflow):
             role: text.format(K=max_searchers_per_wave, W=max_waves, S=max_calls, **self.tags)
             for role, text in texts.items()
         }
+        self.judge_instructions = JUDGE_INSTRUCTIONS[prompt_style].format(**self.tags)
 
     def starting_agents(self) -> tuple[Agent, ...]:
         """The Leader; in the cascaded system the one Searcher, whose subtask is the question."""
@@ -257,6 +266,22 @@ class SearchWorkflow(Workflow):
     def _subtask(episode: Episode, agent: Agent, turns: list[Turn]) -> str:
         """A Searcher's subtask: the Leader's, or the question in the cascaded system."""
         return turns[-1].verifier["subtasks"][agent.name] if turns else episode.problem.statement
+
+    def critique(self, episode: Episode, agent: Agent, turn: int) -> list[dict] | None:
+        """A Searcher's reply at `turn` put to a judge (the Prompted Critic): its subtask and its
+        whole reply, retrieved passages included."""
+        if agent.role != SEARCHER:
+            return None
+        subtask = self._subtask(episode, agent, episode.turns[:turn])
+        return self.judge_messages(subtask, episode.turns[turn].actions[agent.name].text)
+
+    def judge_messages(self, subtask: str, reply: str) -> list[dict]:
+        """The judge's chat messages for a Searcher's `reply` to `subtask`."""
+        if self.prompt_style == COMPACT:
+            user = f"Task: {subtask}\nReply: {reply}"
+        else:
+            user = f"## Subtask\n{subtask}\n\n## The Searcher's reply\n{reply}"
+        return [{"role": "system", "content": self.judge_instructions}, {"role": "user", "content": user}]
 
     def _reports(self, items: list[tuple[str, str | None]]) -> str:
         sep = "\n" if self.prompt_style == PAPER else " | "
