@@ -9,7 +9,12 @@ workflow the models were built for (search_demos.OPTIONS, compact prompts, evalu
 
 Per system: EM by hops with its standard error sqrt(p (1 − p) / n), and how the roles behaved:
 the Searchers' share of replies without a report, their searches per reply, the Leader's share of
-episodes ended without a candidate, the Answerers' untagged share. --weights evaluates the pair a
+episodes ended without a candidate, the Answerers' untagged share. And each model as the Prompted
+Critic's judge (teacher/judging.py) of Searcher replies to the one-hop subtasks of the held-out
+questions, built as the teacher's judge demonstrations are (search_demos.py: the right reply, a
+guess without a search, a report of another value): the mean score s of right and of wrong
+replies, the share judged on the right side of 0.5, and the AUC (the probability that a right
+reply scores above a wrong one, ties counting half). --weights evaluates the pair a
 build wrote under ROOT (`python -m verl_masopd.tiny_world build --domain search --out ROOT`,
 checked against its manifest) instead of the shipped one; --model other checkpoints (e.g.
 pretraining snapshots). Writes
@@ -22,6 +27,8 @@ import argparse
 import asyncio
 import json
 import math
+import random
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -31,14 +38,17 @@ import pandas as pd
 import torch
 from results_file import save_result
 
+from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import policies_of
+from verl_masopd.teacher.judging import approval
 from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.builder import recipe
-from verl_masopd.tiny_world.search_demos import OPTIONS, search_workflow
+from verl_masopd.tiny_world.search_demos import OPTIONS, SearchDemonstrations, search_workflow
+from verl_masopd.tiny_world.search_tasks import HELDOUT_START, task
 from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, verified_models
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.search import CASCADED, HIERARCHICAL, LEADER, AnswerEvidence, SearcherEvidence
@@ -99,6 +109,44 @@ def run(system: str, model: str, problems: list[Problem], index: Path, max_new_t
     return {"eval_seconds": round(time.perf_counter() - start, 1), **behaviour(records)}
 
 
+def judged_replies(tokenizer, index: Path, questions: range, seed: int = 0) -> list:
+    """Judge demonstrations (messages, right or not) of the held-out `questions`."""
+    demos = SearchDemonstrations(tokenizer, CASCADED, retriever=index)
+    rng = random.Random(seed)
+    out = []
+    for i in questions:
+        judged = demos._judgement(task(i), rng)
+        if judged is not None:
+            out.append((judged.messages, judged.reply == demos.workflow.judge_verdicts[0]))
+    return out
+
+
+def judge_quality(model_path: str, replies: list) -> dict:
+    """Mean score of right and wrong replies, the share on the right side of 0.5, the AUC."""
+    backend = HFBackend(model_path, seed=0)
+    tokenizer, model = backend.tokenizer, backend.model
+    verdicts = [tokenizer.encode(v, add_special_tokens=False) for v in ("yes", "no")]
+    scores = {True: [], False: []}
+    with torch.no_grad():
+        for messages, right in replies:
+            context = encode_messages(tokenizer, messages)
+            ell = []
+            for v in verdicts:
+                logits = model(torch.tensor([context + v])).logits[0, len(context) - 1 : -1].float()
+                ell.append(float(logits.log_softmax(-1).gather(-1, torch.tensor(v)[:, None]).sum()))
+            scores[right].append(approval(*ell))
+    pairs = [(r > w) + 0.5 * (r == w) for r in scores[True] for w in scores[False]]
+    sides = [s > 0.5 for s in scores[True]] + [s < 0.5 for s in scores[False]]
+    return {
+        "right_replies": len(scores[True]),
+        "wrong_replies": len(scores[False]),
+        "mean_score_right": round(statistics.mean(scores[True]), 4),
+        "mean_score_wrong": round(statistics.mean(scores[False]), 4),
+        "judged_right_side": round(sum(sides) / len(sides), 4),
+        "auc": round(sum(pairs) / len(pairs), 4),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heldout", type=int, default=HELDOUT, help=f"held-out questions (default {HELDOUT})")
@@ -133,6 +181,9 @@ def main() -> None:
         for name, path in models.items()
         for system in (HIERARCHICAL, CASCADED)
     }
+    questions = range(HELDOUT_START, HELDOUT_START + args.heldout)
+    replies = judged_replies(HFBackend(next(iter(models.values()))).tokenizer, data["index"], questions)
+    report["judge"] = {name: judge_quality(path, replies) for name, path in models.items()}
     suffix = "".join(f"_{name}" for name in models) if args.model else ""
     save_result(f"search_world_calibration{suffix}", report)
 

@@ -11,7 +11,8 @@
 #   TRAIN_FILES    training parquet files written by data_prep, comma-separated (required)
 #   VAL_FILES      held-out parquet files, comma-separated (optional)
 #   MASOPD_CPU=1   CPU mode: the tiny world's models and problems (recipes/tiny_world.py, data
-#                  into $MASOPD_CACHE, default .cache/cpu; variables set above win), preset=tiny_world,
+#                  into $MASOPD_CACHE, default .cache/cpu; variables set above win), preset=tiny_world
+#                  (qa: preset=tiny_search, the search world's budgets),
 #                  the prompt style the tiny models were built for, engines in the driver process
 #   PYTHON         interpreter (default .venv/bin/python when present, else python3)
 set -euo pipefail
@@ -27,7 +28,9 @@ if [ "${MASOPD_CPU:-0}" = 1 ]; then
   export VERL_PLATFORM=cpu RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
   world="$("$PYTHON" "$root/recipes/tiny_world.py" --cache "${MASOPD_CACHE:-$root/.cache/cpu}" --domain "$domain")"
   eval "$world"
-  cpu_overrides=(preset=tiny_world engines.placement=local "workflow.prompt_style=$MASOPD_PROMPT_STYLE")
+  preset=tiny_world
+  [ "$domain" = qa ] && preset=tiny_search
+  cpu_overrides=("preset=$preset" engines.placement=local "workflow.prompt_style=$MASOPD_PROMPT_STYLE")
 fi
 
 fail() { echo "recipes/masopd.sh: $*" >&2; exit 2; }

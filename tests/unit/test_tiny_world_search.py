@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
+from verl_masopd.config import compose_config
 from verl_masopd.retrieval.index import MANIFEST as INDEX_MANIFEST
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.pretrain import IGNORE, collate
-from verl_masopd.tiny_world.search_demos import JUDGE, OPTIONS, SearchDemonstrations, hops, search_index
+from verl_masopd.tiny_world.search_demos import HORIZONS, JUDGE, OPTIONS, SearchDemonstrations, hops, search_index
 from verl_masopd.tiny_world.search_tasks import task
 from verl_masopd.tiny_world.weights import WEIGHTS
 from verl_masopd.workflows.search import ANSWERER, CASCADED, HIERARCHICAL, LEADER, SEARCHER, without_spans
@@ -151,3 +153,11 @@ def test_the_recipe_exports_the_search_world(tmp_path):
     assert (Path(exports["RETRIEVER"]) / INDEX_MANIFEST).is_file()
     assert Path(exports["TRAIN_FILES"]).is_file() and Path(exports["VAL_FILES"]).is_file()
     assert exports["MASOPD_PROMPT_STYLE"] == "compact"
+
+
+def test_the_tiny_search_preset_holds_the_budgets_the_models_were_built_for():
+    cfg = compose_config(["preset=tiny_search", "workflow.name=search", "workflow.domain=qa"])
+    options = OmegaConf.to_container(cfg.workflow.options)
+    assert {**options, "prompt_style": cfg.workflow.prompt_style} == OPTIONS
+    assert cfg.workflow.horizon == HORIZONS[HIERARCHICAL]
+    assert cfg.data.max_response_length >= OPTIONS["max_calls"] * OPTIONS["max_obs_tokens"] + 100
