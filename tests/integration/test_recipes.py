@@ -232,3 +232,31 @@ def test_search_recipe_composes_its_roles(name, toy_search_index, tiny_model_pat
     chosen = {role: run.estimator.role_estimator(role) for role in roles}
     assert {role: (e.settings.name, e.group_by) for role, e in chosen.items()} == roles
     assert run.policies == ("shared",)
+
+
+@pytest.mark.parametrize("name", ["multiagent_opd.sh", "search/prompted_critic.sh"])
+def test_cpu_mode_trains_the_search_team_on_the_tiny_search_world(name, tmp_path):
+    """MASOPD_CPU=1 on the search recipes: the shipped search student and teacher, the search world's
+    questions and BM25 index written into the cache, its budgets (preset=tiny_search); two steps
+    with real searches change the one shared policy."""
+    checkpoints = tmp_path / "checkpoints"
+    result = recipe(
+        name,
+        "trainer.total_training_steps=2",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        f"trainer.default_local_dir={checkpoints}",
+        "trainer.logger=[console]",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        MASOPD_CPU="1",
+        MASOPD_CACHE=str(tmp_path / "cache"),
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    config = yaml.safe_load((checkpoints / "global_step_2" / "config.yaml").read_text())
+    assert config["workflow"]["horizon"] == 6 and config["workflow"]["options"]["max_calls"] == 2
+    assert "tool_calls" in result.stdout + result.stderr
+    student = Path(config["students"]["path"])
+    assert student.parent.name == "search"  # the shipped search student
+    initial = load_file(student / "model.safetensors")
+    trained = load_file(checkpoints / "global_step_2" / "policy_shared" / "huggingface" / "model.safetensors")
+    assert any(not torch.equal(trained[k], initial[k]) for k in initial)

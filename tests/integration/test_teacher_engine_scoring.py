@@ -12,7 +12,9 @@ from verl_masopd.rollout.records import EpisodeResult, Sample
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
+from verl_masopd.teacher.judging import JudgeScoring, approval
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScoring
+from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem
@@ -154,3 +156,43 @@ async def test_shared_prefix_scoring_equals_full_recomputation_for_both_roles(ti
     # each response's shared prefix (observation and p_t) ran once instead of twice
     assert stats_shared.shared_prefix_tokens > 0
     assert stats_shared.computed_tokens == stats_full.teacher_tokens - stats_shared.shared_prefix_tokens
+
+
+@pytest.mark.parametrize("share", [False, True])
+async def test_the_judges_score_is_the_verdicts_probability_under_a_transformers_forward(
+    share, tiny_teacher_path, tiny_tokenizer, toy_search_index
+):
+    """JudgeScoring on the engine scorer (both verdicts of every reply in one call, the
+    shared-prefix path grouping them by verdict) gives σ(ℓ_yes − ℓ_no) of plain forwards."""
+    workflow = make_workflow("search", "qa", 1, 4, retriever=toy_search_index, max_waves=1)
+    episode = workflow.reset(
+        Problem(uid="q", domain="qa", statement="What is the capital of Arland?", answers=("Bex",))
+    )
+    leader = workflow.schedule(episode)[0]
+    workflow.step(
+        episode, {leader.name: workflow.parse(leader, "<subtask>capital of Arland</subtask><subtask>Arland</subtask>")}
+    )
+    found = "<information>Doc 1(Title: Arland) the capital is Bex.</information>"
+    replies = [f"<search>Arland capital</search>{found}<summary>Bex</summary>", "<summary>Mir</summary>"]
+    searchers = workflow.schedule(episode)
+    workflow.step(episode, {a.name: workflow.parse(a, r) for a, r in zip(searchers, replies, strict=True)})
+    samples = [Sample("e", 0, 1, a.name, a.role, a.index, "shared", [1], [1], [0.0], "stop") for a in searchers]
+    teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
+    scorer = EngineTeacherScorer(teacher, pad_id=tiny_tokenizer.pad_token_id, share_prefix=share)
+    judging = JudgeScoring(workflow, tiny_tokenizer, scorer, 1024, ["searcher"])
+    stats = await judging.score([EpisodeResult("e", episode, samples, None, 0)])
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_teacher_path, attn_implementation="sdpa")
+    assert stats.judged == 2
+    for agent, sample in zip(searchers, samples, strict=True):
+        context = encode_messages(tiny_tokenizer, workflow.critique(episode, agent, 1))
+        yes, no = (
+            sum(
+                transformers_response_log_probs(
+                    model, ScoreRequest(context, tiny_tokenizer.encode(v, add_special_tokens=False))
+                )
+            )
+            for v in ("yes", "no")
+        )
+        assert sample.judge == pytest.approx(approval(yes, no), abs=1e-4)
+    assert samples[0].judge != pytest.approx(samples[1].judge, abs=1e-3)
