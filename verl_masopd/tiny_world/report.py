@@ -79,16 +79,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table and the numbers here (report.md, report.json)")
     args = parser.parse_args(argv)
     before, after = evaluation(args.before), evaluation(args.after)
-    delta, se = rise(before, after)
-    ratio = f" ({delta / se:.1f} se)" if se > 0 else ""
-    text = f"{table(before, after)}\n\nrise of held-out team accuracy: {delta:+.3f} ± {se:.3f}{ratio}"
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "report.md").write_text(text + "\n")
-        numbers = {"before": before, "after": after, "rise": delta, "rise_se": se}
-        (args.out / "report.json").write_text(json.dumps(numbers, indent=2) + "\n")
+    emit(table(before, after), "held-out team accuracy", before, after, rise(before, after), args.out)
     return 0
+
+
+def emit(table_text: str, measure: str, before: dict, after: dict, rise: tuple[float, float], out: Path | None) -> None:
+    """Print the table and the rise of `measure`; with `out`, also write report.md and report.json."""
+    delta, se = rise
+    ratio = f" ({delta / se:.1f} se)" if se > 0 else ""
+    text = f"{table_text}\n\nrise of {measure}: {delta:+.3f} ± {se:.3f}{ratio}"
+    print(text)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(text + "\n")
+        numbers = {"before": before, "after": after, "rise": delta, "rise_se": se}
+        (out / "report.json").write_text(json.dumps(numbers, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ sqrt(se_before² + se_after²).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, read_attempts
+from verl_masopd.tiny_world.report import emit
 
 
 def share(values: list[bool]) -> dict:
@@ -79,15 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"search_report: {e}", file=sys.stderr)
         return 2
-    delta, se = rise(before, after)
-    ratio = f" ({delta / se:.1f} se)" if se > 0 else ""
-    text = f"{table(before, after)}\n\nrise of held-out exact match: {delta:+.3f} ± {se:.3f}{ratio}"
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "report.md").write_text(text + "\n")
-        numbers = {"before": before, "after": after, "rise": delta, "rise_se": se}
-        (args.out / "report.json").write_text(json.dumps(numbers, indent=2) + "\n")
+    emit(table(before, after), "held-out exact match", before, after, rise(before, after), args.out)
     return 0
 
 
