@@ -59,7 +59,7 @@ evaluate eval_after --checkpoint "$trained"
 eval_after_s=$((SECONDS - t))
 
 echo
-"$python" -m verl_masopd.tiny_world.search_report "$run/eval_before" "$run/eval_after" --out "$run"
+"$python" -m verl_masopd.report.search_demo "$run/eval_before" "$run/eval_after" --out "$run"
 echo
 echo "search_demo: set-up ${setup_s}s, evaluation before ${eval_before_s}s, training ${train_s}s," \
   "evaluation after ${eval_after_s}s, total $((SECONDS - started))s"

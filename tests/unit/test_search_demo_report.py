@@ -1,9 +1,9 @@
-"""The search demo's before/after table (tiny_world/search_report.py) on hand-written attempts."""
+"""The search demo's before/after table (report/search_demo.py) on hand-written attempts."""
 
 import math
 
 from verl_masopd.eval.qa_attempts import QaAttempt, write_attempts
-from verl_masopd.tiny_world.search_report import evaluation, main, rise
+from verl_masopd.report.search_demo import evaluation, main, rise
 
 
 def attempt(dataset, i, em, failure=None, relaxed=None):

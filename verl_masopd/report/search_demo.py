@@ -1,7 +1,7 @@
 """The before/after table of the search demo (recipes/search_demo.sh), from two evaluations of the
 search workflow (their `qa_attempts.jsonl`, eval/qa_attempts.py).
 
-    python -m verl_masopd.tiny_world.search_report BEFORE_DIR AFTER_DIR [--out DIR]
+    python -m verl_masopd.report.search_demo BEFORE_DIR AFTER_DIR [--out DIR]
 
 Per evaluation, over its n attempts: exact match p ± its standard error sqrt(p (1 − p) / n), EM of
 the one-hop and of the two-hop questions, relaxed EM, the share of attempts whose team gave no
@@ -68,7 +68,7 @@ def rise(before: dict, after: dict) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m verl_masopd.tiny_world.search_report", description=__doc__.splitlines()[0]
+        prog="python -m verl_masopd.report.search_demo", description=__doc__.splitlines()[0]
     )
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         before, after = evaluation(args.before), evaluation(args.after)
     except (OSError, ValueError) as e:
-        print(f"search_report: {e}", file=sys.stderr)
+        print(f"search_demo: {e}", file=sys.stderr)
         return 2
     emit(table(before, after), "held-out exact match", before, after, rise(before, after), args.out)
     return 0
