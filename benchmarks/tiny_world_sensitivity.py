@@ -26,8 +26,9 @@ domain it applies to × seed has a result) with the highest validation accuracy 
 per-domain means over seeds; a tie goes to the setting listed first. masopd-no-ras's is the best
 of masopd's β = 0 settings (the same runs). tiny_world_compare.py --settings RESULTS/summary.json
 trains every method at its choice. RESULTS/summary.json holds
-every cell and the choices, RESULTS/summary.md the validation table, the test table beside it
-and the choices.
+every cell and the choices, RESULTS/summary.md the validation table, the test table beside it,
+the choices and masopd's training diagnostics per role and token class at its old defaults
+(β 1, c 5, lr 1e-3) and at its choice.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ RAS_COEFS = ("0", "0.1", "0.25", "0.5", "1")
 RAS_CLIPS = ("1", "5")
 DIAGNOSTICS = ("opd_term", "ras_term", "clip_share", "distillation_term", "entropy")
 TUNED = ("masopd", "opd", "mas-grpo", "sa-st-grpo", "magrpo", "marft", "at-grpo", "cure", "masopd-no-pac")
+OLD_DEFAULT = "beta1_clip5_lr1e-3"  # masopd's defaults before the study: β 1, c 5, the preset's lr 1e-3
+TOKEN_CLASSES = ("", "format", "decision", "program", "content")  # "": every token of the role
+TERMS = (("masopd", "opd_term"), ("masopd", "ras_term"), ("masopd", "clip_share"), ("actor", "entropy"))
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,36 @@ def summary_markdown(summary: dict) -> str:
             lines.append(
                 f"- {method}: {c['setting']} (validation {100 * c['validation']:.1f}, test {100 * c['test']:.1f})"
             )
+    chosen = summary["chosen"]["masopd"]["setting"]
+    if chosen is not None:
+        lines += ["", diagnostics_markdown(summary["cells"], summary["domains"], (OLD_DEFAULT, chosen))]
+    return "\n".join(lines) + "\n"
+
+
+def diagnostics_markdown(cells: list[dict], domains: list[str], settings: tuple[str, ...]) -> str:
+    """masopd's training diagnostics at `settings`, per domain, role and token class: the mean over
+    seeds (of each run's mean over steps) of the OPD term s_k, the clipped RAS term β·clip(Δ_k, ±c),
+    the share of tokens with |Δ_k| > c and the policy's entropy on its sampled tokens."""
+    heads = [f"{term.replace('_', ' ')} {name}" for _, term in TERMS for name in settings]
+    lines = [
+        f"masopd's training diagnostics per token, mean over steps and seeds, at {' and '.join(settings)}:",
+        "",
+        "| domain | role | tokens | " + " | ".join(heads) + " |",
+        "|---|---|---|" + "---|" * len(heads),
+    ]
+    for domain in domains:
+        runs = {s: [c["diagnostics"] for c in cells if (c["method"], c["domain"], c["setting"]) == ("masopd", domain, s)]
+                for s in settings}  # fmt: skip
+        roles = sorted({tag.split("/")[1] for found in runs.values() for d in found for tag in d})
+        for role, token_class in ((r, k) for r in roles for k in TOKEN_CLASSES):
+            values = []
+            for prefix, term in TERMS:
+                tag = "/".join(p for p in (prefix, role, token_class, term) if p)
+                for name in settings:
+                    found = [d[tag] for d in runs[name] if tag in d]
+                    sign = "+" if term.endswith("_term") else ""
+                    values.append(f"{statistics.fmean(found):{sign}.3f}" if found else "—")
+            lines.append(f"| {domain} | {role} | {token_class or 'all'} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
 
 

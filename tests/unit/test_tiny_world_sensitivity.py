@@ -20,6 +20,7 @@ def cell(method, setting, domain, seed, validation, test):
         "seed": seed,
         "validation_accuracy": validation,
         "test_accuracy": test,
+        "diagnostics": {},
     }
 
 
@@ -81,6 +82,7 @@ def test_the_summary_tables_every_cell_and_the_next_cells_follow_the_choice(tmp_
     markdown = study.summary_markdown(summary)
     assert "| masopd | beta0.5_clip1_lr1e-3 | 60.0 ± 0.0 (n=2) | 60.0 ± 0.0 (n=2) | 30.0 ± 0.0 (n=2) |" in markdown
     assert "- masopd: beta0.5_clip1_lr1e-3 (validation 60.0, test 30.0)" in markdown
+    assert f"at {study.OLD_DEFAULT} and beta0.5_clip1_lr1e-3:" in markdown  # the diagnostics, old and chosen
     partial = [c for c in study.read_cells(tmp_path) if c["setting"] != "beta0_clip5_lr3e-4" or c["seed"] == 0]
     assert study.summarise(partial, DOMAINS, SEEDS)["chosen"]["masopd"] == {"setting": None}  # grid incomplete
     args = study.build_parser().parse_args(["--methods", "masopd,masopd-no-pac,cure"])
@@ -90,3 +92,25 @@ def test_the_summary_tables_every_cell_and_the_next_cells_follow_the_choice(tmp_
         *(("code", "cure", f"lr{lr}") for lr in ("3e-4", "1e-3")),
     }
     assert len(pending) == 12
+
+
+def test_the_diagnostics_table_averages_each_setting_over_seeds_per_role_and_token_class():
+    def diag(opd, ras, share, entropy):
+        return {
+            "masopd/reasoner/opd_term": opd,
+            "masopd/reasoner/ras_term": ras,
+            "masopd/reasoner/clip_share": share,
+            "actor/reasoner/entropy": entropy,
+            "masopd/reasoner/content/ras_term": 2 * ras,
+        }
+
+    cells = [
+        {**cell("masopd", "old", "math", 0, 0, 0), "diagnostics": diag(-0.2, 1.0, 0.3, 0.4)},
+        {**cell("masopd", "old", "math", 1, 0, 0), "diagnostics": diag(-0.4, 2.0, 0.1, 0.2)},
+        {**cell("masopd", "new", "math", 0, 0, 0), "diagnostics": diag(-1.0, 0.5, 0.2, 0.3)},
+        {**cell("opd", "new", "math", 0, 0, 0), "diagnostics": diag(9.0, 9.0, 9.0, 9.0)},
+    ]
+    lines = study.diagnostics_markdown(cells, ["math"], ("old", "new")).splitlines()
+    assert "| math | reasoner | all | -0.300 | -1.000 | +1.500 | +0.500 | 0.200 | 0.200 | 0.300 | 0.300 |" in lines
+    assert "| math | reasoner | content | — | — | +3.000 | +1.000 | — | — | — | — |" in lines
+    assert sum(line.startswith("| math | reasoner |") for line in lines) == len(study.TOKEN_CLASSES)
