@@ -260,8 +260,8 @@ def diagnostics_markdown(cells: list[dict], domains: list[str], settings: tuple[
         "|---|---|---|" + "---|" * len(heads),
     ]
     for domain in domains:
-        runs = {s: [c["diagnostics"] for c in cells if (c["method"], c["domain"], c["setting"]) == ("masopd", domain, s)]
-                for s in settings}  # fmt: skip
+        masopd = [c for c in cells if c["method"] == "masopd" and c["domain"] == domain]
+        runs = {name: [c["diagnostics"] for c in masopd if c["setting"] == name] for name in settings}
         roles = sorted({tag.split("/")[1] for found in runs.values() for d in found for tag in d})
         for role, token_class in ((r, k) for r in roles for k in TOKEN_CLASSES):
             values = []
