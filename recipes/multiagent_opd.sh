@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MultiAgent-OPD: the hierarchical search team (Leader, Searchers, Answerer; docs/method.md, "The
 # hierarchical search system") with role-selective supervision in one shared student policy:
-# Searchers by OPD from the frozen teacher, the Leader by GRPO on the team's EM (grouped by question),
+# Searchers by OPD from the frozen teacher, the Leader by GRPO on the team's EM (grouped by question,
+# every Leader reply of a team at whatever turn it came: teams hand over after different numbers of waves),
 # the Answerer by GRPO on its candidates' EM (grouped by hand-over). Budgets are the workflow's
 # defaults: 3 waves of at most 4 Searchers, 3 searches each, top-3 passages cut to 500 tokens,
 # 4 Answerer candidates, 4 teams per question.
@@ -33,7 +34,7 @@ fi
 [ -n "${RETRIEVER:-}" ] || { echo "recipes/multiagent_opd.sh: set RETRIEVER to a BM25 index folder or a retrieval server URL" >&2; exit 2; }
 exec bash "$here/masopd.sh" qa \
   workflow.name=search "${budget[@]}" workflow.policy_sharing=shared "++workflow.options.retriever=$RETRIEVER" \
-  algorithm.adv_estimator=grpo algorithm.grpo.group_by=problem_role_turn pac.enable=false \
+  algorithm.adv_estimator=grpo algorithm.grpo.group_by=problem_role pac.enable=false \
   ++algorithm.per_role.searcher.estimator=opd \
   ++algorithm.per_role.leader.estimator=grpo ++algorithm.per_role.leader.group_by=problem \
   ++algorithm.per_role.answerer.estimator=grpo ++algorithm.per_role.answerer.group_by=episode \
