@@ -77,7 +77,7 @@ def test_install_replaces_the_target_whole(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["math"]
 
 
-@pytest.mark.parametrize("domain", ["math", "code"])
+@pytest.mark.parametrize("domain", ["math", "code", "search"])
 def test_the_shipped_weights_match_their_manifest_and_this_builder(domain):
     paths = world.models(domain)
     manifest = json.loads((WEIGHTS / domain / MANIFEST).read_text())
