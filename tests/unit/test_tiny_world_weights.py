@@ -11,6 +11,7 @@ from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.demos import MathDemonstrations
 from verl_masopd.tiny_world.pretrain import Schedule, pretrain
+from verl_masopd.tiny_world.pretrain_state import STATE, load_state, save_state
 from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, WeightsError, install, verified_models, write_manifest
 
 REBUILD = "python -m verl_masopd.tiny_world build --domain math"
@@ -35,6 +36,45 @@ def test_pretraining_is_deterministic_and_the_student_continues_from_the_teacher
     for name in ("student", "teacher"):
         assert all(torch.equal(first[name][k], again[name][k]) for k in first[name])
     assert any(not torch.equal(first["student"][k], first["teacher"][k]) for k in first["teacher"])
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_a_build_resumed_from_its_state_has_the_weights_of_one_never_stopped(tiny_tokenizer, tmp_path):
+    schedule = Schedule(steps=24, student_steps=2, role_confusion=0.5, batch_size=2, warmup=1)
+    draws = MathDemonstrations(tiny_tokenizer).draw, MathDemonstrations(tiny_tokenizer, 0.5).draw
+
+    def keeper(saved):
+        return lambda name, model, _step: saved.update({name: {k: v.clone() for k, v in model.state_dict().items()}})
+
+    whole = {}
+    whole_losses = pretrain(tiny_tokenizer, *draws, schedule, 0, keeper(whole))
+
+    def killed_after_step_16(state):
+        save_state(tmp_path, {**state, "builder": "b1"})
+        if state["step"] == 16:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        pretrain(tiny_tokenizer, *draws, schedule, 0, keeper({}), on_state=killed_after_step_16, state_every=8)
+    state = load_state(tmp_path, "b1")
+    assert state["step"] == 16 and len(state["losses"]) == 16
+    resumed = {}
+    resumed_losses = pretrain(tiny_tokenizer, *draws, schedule, 0, keeper(resumed), resume=state)
+    assert resumed_losses == whole_losses and len(whole_losses) == 26
+    for name in ("student", "teacher"):
+        assert all(torch.equal(whole[name][k], resumed[name][k]) for k in whole[name])
+
+    with pytest.raises(WeightsError, match="a build state of builder b1, but this code's builder is b2"):
+        load_state(tmp_path, "b2")
+    (tmp_path / STATE).write_bytes(b"not a state")
+    with pytest.raises(WeightsError, match=f"{tmp_path / STATE}: unreadable build state"):
+        load_state(tmp_path, "b1")
+    assert load_state(tmp_path / "none", "b1") is None
+    with pytest.raises(ValueError, match="state_every must be a multiple of 8"):
+        pretrain(tiny_tokenizer, *draws, schedule, 0, keeper({}), on_state=print, state_every=12)
 
 
 def _models(folder):

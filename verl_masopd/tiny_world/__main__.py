@@ -1,12 +1,16 @@
 """The tiny world's command line.
 
     python -m verl_masopd.tiny_world build --domain math [--out DIR] [--snapshots DIR --snapshot-every N]
+        [--state DIR --state-every N]
     python -m verl_masopd.tiny_world check --domain math
     python -m verl_masopd.tiny_world search-data --out DIR --train N --heldout N [--validation N] [--no-index]
 
 `build` pretrains the domain's teacher and student (pretrain.py) and writes them with their
 manifest into the shipped weights folder (or --out), through a temporary folder renamed into
-place. `check` verifies shipped weights against their manifest and this code's builder.
+place. With --state DIR the build writes its state there every --state-every teacher steps
+(pretrain_state.py) and, started again with the same DIR, resumes from it: a build longer than a
+session spans sessions with the weights of one uninterrupted build. `check` verifies shipped
+weights against their manifest and this code's builder.
 `search-data` writes the search world (search_kb.py, search_tasks.py) into DIR: corpus.jsonl,
 train.parquet, heldout.parquet, validation.parquet (with --validation) and the BM25 index in
 index/ (unless --no-index).
@@ -24,6 +28,7 @@ from pathlib import Path
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.builder import RECIPES, recipe
 from verl_masopd.tiny_world.pretrain import pretrain
+from verl_masopd.tiny_world.pretrain_state import load_state, save_state
 from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import (
     WEIGHTS,
@@ -35,9 +40,19 @@ from verl_masopd.tiny_world.weights import (
 )
 
 
-def build(domain: str, out: Path, snapshots: Path | None = None, snapshot_every: int = 0) -> dict:
+def build(
+    domain: str,
+    out: Path,
+    snapshots: Path | None = None,
+    snapshot_every: int = 0,
+    state: Path | None = None,
+    state_every: int = 0,
+) -> dict:
     r = recipe(domain)
     tokenizer = build_tokenizer()
+    builder = r.fingerprint(tokenizer)
+    resume = load_state(state, builder) if state else None
+    earlier = resume["seconds"] if resume else 0.0
     target = out / domain
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{domain}-build-", dir=target.parent))
@@ -49,6 +64,9 @@ def build(domain: str, out: Path, snapshots: Path | None = None, snapshot_every:
         tokenizer.save_pretrained(str(folder))
         steps[name] = step
 
+    def keep_state(run_state: dict) -> None:
+        save_state(state, {**run_state, "builder": builder, "seconds": earlier + time.perf_counter() - start})
+
     start = time.perf_counter()
     losses = pretrain(
         tokenizer,
@@ -58,15 +76,18 @@ def build(domain: str, out: Path, snapshots: Path | None = None, snapshot_every:
         save,
         r.size,
         snapshot_every if snapshots else 0,
+        keep_state if state else None,
+        state_every if state else 0,
+        resume,
     )
     record = {
-        "builder": r.fingerprint(tokenizer),
+        "builder": builder,
         "command": rebuild_command(domain),
         "domain": domain,
         "seed": r.seed,
         "steps": {"student": steps["student"], "teacher": steps["teacher"]},
         "final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
-        "build_seconds": round(time.perf_counter() - start, 1),
+        "build_seconds": round(earlier + time.perf_counter() - start, 1),
     }
     write_manifest(staging, record)
     install(staging, target)
@@ -81,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument("--out", type=Path, default=WEIGHTS, help=f"weights root (default {WEIGHTS})")
     build_parser.add_argument("--snapshots", type=Path, help="also save the model every --snapshot-every steps here")
     build_parser.add_argument("--snapshot-every", type=int, default=100)
+    build_parser.add_argument("--state", type=Path, help="keep the build's state here and resume from it")
+    build_parser.add_argument("--state-every", type=int, default=200, help="teacher steps between states")
     check_parser = commands.add_parser("check", help="verify shipped weights against their manifest")
     check_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
     search_parser = commands.add_parser("search-data", help="write the search world's corpus, questions and index")
@@ -91,7 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     search_parser.add_argument("--no-index", action="store_true", help="do not build the BM25 index")
     args = parser.parse_args(argv)
     if args.command == "build":
-        print(json.dumps(build(args.domain, args.out, args.snapshots, args.snapshot_every), indent=2))
+        try:
+            record = build(args.domain, args.out, args.snapshots, args.snapshot_every, args.state, args.state_every)
+        except (WeightsError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(record, indent=2))
         return 0
     if args.command == "search-data":
         try:

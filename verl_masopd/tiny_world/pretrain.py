@@ -131,16 +131,31 @@ def pretrain(
     on_checkpoint: Callable[[str, Qwen3ForCausalLM, int], None],
     size: dict = WORLD_SIZE,
     snapshot_every: int = 0,
+    on_state: Callable[[dict], None] | None = None,
+    state_every: int = 0,
+    resume: dict | None = None,
 ) -> list[float]:
     """Train the teacher, then the student from it; calls on_checkpoint("teacher", model, steps),
     ("student", model, steps + student_steps) and, with snapshot_every = k > 0, (f"step{s}", model,
-    s) at every teacher step s divisible by k. Returns every step's loss."""
+    s) at every teacher step s divisible by k. With on_state and state_every = k (a multiple of
+    BUCKETED_BATCHES, where no drawn batch is pending), on_state gets the run's state before every
+    teacher step s > 0 divisible by k: {"step", "model", "optimizer", "rng", "torch_rng", "losses"};
+    `resume`, such a state, continues the run from its step with the weights of a run never
+    stopped. Returns every step's loss."""
+    if state_every % BUCKETED_BATCHES:
+        raise ValueError(f"state_every must be a multiple of {BUCKETED_BATCHES}, got {state_every}")
     torch.set_num_threads(schedule.threads)
     torch.manual_seed(seed)
     rng = random.Random(seed)
     model = new_model(tokenizer, size, seed, max_positions=1024)
     optimizer = torch.optim.AdamW(model.parameters(), lr=schedule.lr, weight_decay=schedule.weight_decay)
-    losses = []
+    losses, start = [], 0
+    if resume is not None:
+        model.load_state_dict(resume["model"])
+        optimizer.load_state_dict(resume["optimizer"])
+        rng.setstate(resume["rng"])
+        torch.set_rng_state(resume["torch_rng"])
+        losses, start = list(resume["losses"]), resume["step"]
     model.train()
 
     pools: dict[Draw, list] = {}
@@ -160,8 +175,21 @@ def pretrain(
         optimizer.step()
         losses.append(loss.item())
 
-    with tqdm(total=schedule.steps + schedule.student_steps, desc="pretraining teacher", unit="step") as bar:
-        for s in range(schedule.steps):
+    def state(s: int) -> dict:
+        return {
+            "step": s,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "rng": rng.getstate(),
+            "torch_rng": torch.get_rng_state(),
+            "losses": list(losses),
+        }
+
+    total = schedule.steps + schedule.student_steps
+    with tqdm(total=total, initial=start, desc="pretraining teacher", unit="step") as bar:
+        for s in range(start, schedule.steps):
+            if on_state is not None and state_every and s > start and s % state_every == 0:
+                on_state(state(s))
             if snapshot_every and s and s % snapshot_every == 0:
                 on_checkpoint(f"step{s}", model, s)
             step(draw, schedule.lr_at(s))
