@@ -20,7 +20,8 @@ def by_hand(p: list[float], q: list[float], beta: float) -> float:
 def test_generalised_jsd_by_hand(beta):
     p, q = [0.5, 0.25, 0.125], [0.25, 0.5, 0.0625]
     got = generalised_jsd(torch.tensor(p).log(), torch.tensor(q).log(), beta)
-    assert got.item() == pytest.approx(by_hand(p, q, beta), rel=1e-6)
+    # float32 against float64 by hand: the terms' logs cancel partly, so the last digits differ by CPU
+    assert got.item() == pytest.approx(by_hand(p, q, beta), rel=1e-5)
 
 
 def test_symmetric_at_one_half_zero_at_equality_and_small_beta_approaches_scaled_forward_kl():
