@@ -27,7 +27,7 @@ from pathlib import Path
 
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.builder import RECIPES, recipe
-from verl_masopd.tiny_world.pretrain import pretrain
+from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, pretrain
 from verl_masopd.tiny_world.pretrain_state import load_state, save_state
 from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import (
@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument("--snapshots", type=Path, help="also save the model every --snapshot-every steps here")
     build_parser.add_argument("--snapshot-every", type=int, default=100)
     build_parser.add_argument("--state", type=Path, help="keep the build's state here and resume from it")
-    build_parser.add_argument("--state-every", type=int, default=200, help="teacher steps between states")
+    build_parser.add_argument(
+        "--state-every", type=int, default=200, help=f"teacher steps between states (a multiple of {BUCKETED_BATCHES})"
+    )
     check_parser = commands.add_parser("check", help="verify shipped weights against their manifest")
     check_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
     search_parser = commands.add_parser("search-data", help="write the search world's corpus, questions and index")
@@ -114,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     search_parser.add_argument("--no-index", action="store_true", help="do not build the BM25 index")
     args = parser.parse_args(argv)
     if args.command == "build":
+        if args.state_every <= 0 or args.state_every % BUCKETED_BATCHES:
+            parser.error(f"--state-every must be a positive multiple of {BUCKETED_BATCHES}, got {args.state_every}")
         try:
             record = build(args.domain, args.out, args.snapshots, args.snapshot_every, args.state, args.state_every)
-        except (WeightsError, ValueError) as e:
+        except WeightsError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(json.dumps(record, indent=2))
