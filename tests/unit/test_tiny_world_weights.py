@@ -125,3 +125,17 @@ def test_the_shipped_weights_match_their_manifest_and_this_builder(domain):
     assert manifest["builder"] == recipe(domain).fingerprint()
     assert manifest["steps"] == {"student": schedule.steps + schedule.student_steps, "teacher": schedule.steps}
     assert set(paths) == {"student", "teacher"}
+
+
+def test_the_build_command_refuses_a_bad_state_interval_and_a_bad_state_before_building(tmp_path, capsys):
+    from verl_masopd.tiny_world.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["build", "--domain", "math", "--state", str(tmp_path), "--state-every", "12"])
+    assert info.value.code == 2
+    assert "--state-every must be a positive multiple of 8, got 12" in capsys.readouterr().err
+    (tmp_path / STATE).write_bytes(b"not a state")
+    out = tmp_path / "weights"
+    assert main(["build", "--domain", "math", "--state", str(tmp_path), "--out", str(out)]) == 2
+    assert f"{tmp_path / STATE}: unreadable build state" in capsys.readouterr().err
+    assert not out.exists()  # refused before any staging folder
