@@ -3,20 +3,21 @@ budget, evaluated on held-out problems, then the report.
 
     python benchmarks/tiny_world_compare.py [--domains code,math] [--methods masopd,opd,...]
         [--seeds 0,1,2,3,4] [--steps 12] [--test-freq 2] [--eval-k 2] [--eval-limit 200] [--jobs 2]
-        [--settings SUMMARY.json] [--runs DIR] [--save]
+        [--eval-from N] [--settings SUMMARY.json] [--runs DIR] [--save [NAME]]
 
 The world is whatever `recipes/tiny_world.py` exports (STUDENT_MODEL, TEACHER_MODEL, TRAIN_FILES,
 VAL_FILES) for --cache; each method trains through its recipe in CPU mode (MASOPD_CPU=1, the
 recipe's own overrides) with the same steps, batch and group size (the tiny_world preset's, plus
---override), validation on the first --curve-limit problems of VAL_FILES every --test-freq steps
-for the training curves, then is evaluated on the first --eval-limit problems of VAL_FILES with
---eval-k samples per problem (evaluation sampling, the preset's horizon and response length), with
-the teacher's role advantage Δ and once more with the roles' models swapped (MAS workflows). The
-prompt-only MAS evaluates the untrained student. --settings reads the settings each method was
-chosen at on validation problems (tiny_world_sensitivity.py's summary.json, "chosen") and trains
-every method with them (a method without a choice stops the script). The defaults are the
-comparison the README reports. --jobs runs that many method × seed cells at once, each with its
-share of the CPU threads.
+--override), validation on the first --curve-limit problems of VAL_FILES every --test-freq steps for
+the training curves, then is evaluated on the first --eval-limit problems of VAL_FILES (with --eval-
+from N, on the --eval-limit held-out problems from HELDOUT_START + N instead, a range no earlier run
+has to have seen) with --eval-k samples per problem (evaluation sampling, the preset's horizon and
+response length), with the teacher's role advantage Δ and once more with the roles' models swapped
+(MAS workflows). The prompt-only MAS evaluates the untrained student. --settings reads the settings
+each method was chosen at on validation problems (tiny_world_sensitivity.py's summary.json,
+"chosen") and trains every method with them (a method without a choice stops the script). The
+defaults are the comparison the README reports. --jobs runs that many method × seed cells at once,
+each with its share of the CPU threads.
 
 Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/<method>/seed<k>/train/<domain>/          checkpoints/, TensorBoard, train.log, done.json
@@ -31,8 +32,8 @@ finished cell there without its checkpoints and restores the cells RUNS lacks be
 (run_archive.py; benchmarks/results/tiny_world_compare_runs/ is the committed one). A failed one
 is recorded (its logs kept under RUNS/failed/) and the others go on; its cells are missing from
 the report, and the script exits with 1.
---save also writes RUNS/compare.json to benchmarks/results/tiny_world_compare.json and copies the
-report (Markdown, JSON, PNG) to benchmarks/results/tiny_world_compare/.
+--save also writes RUNS/compare.json to benchmarks/results/NAME.json and copies the report
+(Markdown, JSON, PNG) to benchmarks/results/NAME/ (NAME: tiny_world_compare unless given).
 """
 
 from __future__ import annotations
@@ -55,9 +56,12 @@ import pandas as pd
 import run_archive
 from results_file import RESULTS, save_result
 
+from data_prep.writer import write_rows
 from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
 from verl_masopd.report.__main__ import write_report
+from verl_masopd.tiny_world.math_tasks import HELDOUT_START
+from verl_masopd.tiny_world.world import task_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DONE = "done.json"
@@ -102,12 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curve-limit", type=int, default=100, help="validate on the first N held-out problems")
     p.add_argument("--eval-k", type=int, default=2, help="evaluation samples per held-out problem")
     p.add_argument("--eval-limit", type=int, default=200, help="evaluate the first N held-out problems (0: all)")
+    p.add_argument("--eval-from", type=int, help="evaluate held-out problems from HELDOUT_START + N instead")
     p.add_argument("--jobs", type=int, default=1, help="method × seed cells run at once")
     p.add_argument("--no-teacher", action="store_true", help="skip the teacher's role advantage Δ")
     p.add_argument("--no-swap", action="store_true", help="skip the swapped-seat evaluation")
     p.add_argument("--override", action="append", default=[], help="Hydra override for every training run")
     p.add_argument("--settings", help="summary.json of tiny_world_sensitivity.py: each method's chosen overrides")
-    p.add_argument("--save", action="store_true", help="also write benchmarks/results/tiny_world_compare.json")
+    p.add_argument(
+        "--save", nargs="?", const="tiny_world_compare", help="also write benchmarks/results/NAME.json and NAME/"
+    )
     p.add_argument("--archive", default="", help="keep finished cells here across sessions (run_archive.py)")
     return p
 
@@ -222,6 +229,14 @@ def first_problems(path: str, limit: int, out: Path) -> str:
     return str(out)
 
 
+def problems_from(domain: str, start: int, count: int, out: Path) -> str:
+    """`out`: held-out problems [HELDOUT_START + start, HELDOUT_START + start + count) of `domain`."""
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_rows(task_rows(domain, HELDOUT_START + start, count, "test"), out)
+    return str(out)
+
+
 def domain_settings(args, domain: str, runs: Path) -> dict:
     """The world's exports and the evaluation settings of `domain` (the tiny_world preset's horizon,
     response length and teacher context budget, after --override), and the training curves'
@@ -232,6 +247,10 @@ def domain_settings(args, domain: str, runs: Path) -> dict:
         ["preset=tiny_world", f"workflow.domain={domain}", f"workflow.prompt_style={prompt_style}", *args.override]
     )
     val_file = exports["VAL_FILES"].split(",")[0]
+    if args.eval_from is not None:
+        val_file = problems_from(
+            domain, args.eval_from, args.eval_limit, runs / "eval-data" / f"{domain}-from{args.eval_from}.parquet"
+        )
     curve_file = runs / "curve-data" / f"{domain}-first{args.curve_limit}.parquet"
     return {
         "exports": exports,
@@ -336,8 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = Path(args.runs)
     (runs / "compare.json").write_text(json.dumps(result, indent=2) + "\n")
     if args.save:
-        save_result("tiny_world_compare", result, echo=False)
-        shutil.copytree(runs / "report", RESULTS / "tiny_world_compare", dirs_exist_ok=True)
+        save_result(args.save, result, echo=False)
+        shutil.copytree(runs / "report", RESULTS / args.save, dirs_exist_ok=True)
     print((runs / "report" / "report.md").read_text())
     if result["failed"]:
         print(f"failed: {result['failed']} (logs under {runs})", file=sys.stderr)
