@@ -9,15 +9,15 @@ The world is whatever `recipes/tiny_world.py` exports (STUDENT_MODEL, TEACHER_MO
 VAL_FILES) for --cache; each method trains through its recipe in CPU mode (MASOPD_CPU=1, the
 recipe's own overrides) with the same steps, batch and group size (the tiny_world preset's, plus
 --override), validation on the first --curve-limit problems of VAL_FILES every --test-freq steps for
-the training curves, then is evaluated on the first --eval-limit problems of VAL_FILES (with --eval-
-from N, on the --eval-limit held-out problems from HELDOUT_START + N instead, a range no earlier run
-has to have seen) with --eval-k samples per problem (evaluation sampling, the preset's horizon and
-response length), with the teacher's role advantage Δ and once more with the roles' models swapped
-(MAS workflows). The prompt-only MAS evaluates the untrained student. --settings reads the settings
-each method was chosen at on validation problems (tiny_world_sensitivity.py's summary.json,
-"chosen") and trains every method with them (a method without a choice stops the script). The
-defaults are the comparison the README reports. --jobs runs that many method × seed cells at once,
-each with its share of the CPU threads.
+the training curves, then is evaluated on the first --eval-limit problems of VAL_FILES (with
+--eval-from N, on the --eval-limit held-out problems from HELDOUT_START + N instead, a range no
+earlier run has to have seen) with --eval-k samples per problem (evaluation sampling, the preset's
+horizon and response length), with the teacher's role advantage Δ and once more with the roles'
+models swapped (MAS workflows). The prompt-only MAS evaluates the untrained student. --settings
+reads the settings each method was chosen at on validation problems (tiny_world_sensitivity.py's
+summary.json, "chosen") and trains every method with them (a method without a choice stops the
+script). The defaults are the comparison the README reports. --jobs runs that many method × seed
+cells at once, each with its share of the CPU threads.
 
 Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/<method>/seed<k>/train/<domain>/          checkpoints/, TensorBoard, train.log, done.json
