@@ -81,9 +81,9 @@ class WorkflowSection:
     horizon: int
     policy_sharing: str
     exec_timeout_s: ExecTimeouts
-    context_layout: str = "role_first"
-    prompt_style: str = "paper"
-    options: dict[str, Any] = field(default_factory=dict)
+    context_layout: str
+    prompt_style: str
+    options: dict[str, Any]
 
     def __post_init__(self):
         _one_of("workflow.policy_sharing", self.policy_sharing, SHARINGS)
@@ -120,16 +120,16 @@ class RolloutSection:
 @dataclass
 class StudentsSection:
     path: str
-    policy_paths: dict[str, str] = field(default_factory=dict)
-    lora: dict[str, dict] = field(default_factory=dict)  # read by trainer/lora.py
+    policy_paths: dict[str, str]
+    lora: dict[str, dict]  # read by trainer/lora.py
 
 
 @dataclass
 class TeacherSection:
     model_path: Optional[str]
     max_context_length: int
-    share_prefix: Optional[bool] = None
-    backend: str = "engine"
+    share_prefix: Optional[bool]
+    backend: str
 
     def __post_init__(self):
         _at_least("teacher.max_context_length", self.max_context_length, 2)
@@ -157,7 +157,7 @@ class EnginesSection:
     placement: str
     gpus_per_engine: int
     dtype: str
-    placement_wait_s: float = 300.0
+    placement_wait_s: float
 
     def __post_init__(self):
         _one_of("engines.placement", self.placement, PLACEMENTS)
