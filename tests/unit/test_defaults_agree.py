@@ -8,10 +8,13 @@ section of the same name, nested dataclasses from their sub-section), and the di
 settings. A field with a default must have the config's value; a field without one is filled
 from the config. docs/method.md names a default as a key followed by its value in parentheses
 (`` `key` (value `` or `` `key` β (value ``, a unit may follow), `` `key=value` (default) ``,
-`` `key`: `value` (default ``, `` `key...` (default value) ``, or a row `` | `key` | value | `` of
-its defaults table; every such value must be the config's."""
+`` `key`: `value` (default ``, `` `key`, default value ``, `` `key...` (default value) ``, or a row
+`` | `key` | value | `` of its defaults table; every such value must be the config's, and for a
+`workflow.options` key (which the config leaves empty) the keyword default of the workflows the
+section describes (the search system's section: the search workflow; else the two-role ones)."""
 
 import dataclasses
+import inspect
 import re
 import typing
 from pathlib import Path
@@ -28,10 +31,15 @@ from verl_masopd.config import compose_config
 from verl_masopd.eval.__main__ import VALIDATION_SAMPLING, build_parser
 from verl_masopd.eval.run_config import DEFAULTS, RUN_KEYS
 from verl_masopd.trainer.config import RunConfig
+from verl_masopd.workflows import workflow_class
 
 ROOT = Path(__file__).resolve().parents[2]
 METHOD = ROOT / "docs" / "method.md"
 ABSENT = object()
+OPTIONS = "workflow.options."
+TWO_ROLE = (("mas", "code"), ("mas", "math"))
+SEARCH = (("search", "qa"),)
+SEARCH_SECTION = "The hierarchical search system"
 SECTIONS = set(OmegaConf.load(ROOT / "verl_masopd" / "config" / "masopd_trainer.yaml"))
 # DistillationSettings' names of the section's keys
 DISTILLATION_KEYS = {"coef": "distillation_loss_coef"}
@@ -45,6 +53,7 @@ MENTIONS = (
     re.compile(KEY + r"(?:=[^`]*)?`\s*\(default " + LITERAL + r"\)"),  # `key` (default value)
     re.compile(KEY + r"=([^`]+)`\s*(?:\(default\)|, default)"),  # `key=value` (default)
     re.compile(KEY + r"`:\s*" + LITERAL + r"\s*\(default"),  # `key`: `value` (default
+    re.compile(KEY + r"`,\s*default\s+" + LITERAL + r"(?=[),;]|\s)"),  # `key`, default value
     re.compile(KEY + r"`\s*(?:[^\s`()]{1,8}\s*)?\(" + LITERAL + r"(?=[),;]| [a-z])"),  # `key` β (value
     re.compile(r"^\|\s*" + KEY + r"`\s*\|\s*" + LITERAL + r"\s*\|\s*$", re.MULTILINE),  # | `key` | value |
 )
@@ -106,6 +115,19 @@ def disagreements(cfg, sections) -> list[str]:
 def named_defaults(text: str) -> list[tuple[str, str]]:
     """(key, value as written) for every default the text names (module doc)."""
     return [(key, value) for pattern in MENTIONS for key, value in pattern.findall(text)]
+
+
+def workflow_option_defaults(name: str, workflows) -> list:
+    """The default of keyword option `name` in each of `workflows` whose initialisers take it."""
+    found = []
+    for workflow in workflows:
+        for klass in workflow_class(*workflow).__mro__:
+            init = klass.__dict__.get("__init__")
+            parameter = inspect.signature(init).parameters.get(name) if init is not None else None
+            if parameter is not None and parameter.default is not inspect.Parameter.empty:
+                found.append(parameter.default)
+                break
+    return found
 
 
 def literal(written: str):
@@ -171,6 +193,7 @@ def test_the_mention_patterns_read_the_documents_forms():
         "`pac.reveal_reference=true` (default false), `pac.attribution=rules`, default: verdicts;\n"
         "`workflow.prompt_style`: `paper` (default), `algorithm.grpo.group_by` (`problem` \\| `problem_role`)\n"
         "| `algorithm.marft.lam` | 0.95 |\n"
+        "decimals within `workflow.options.float_tol`, default 1e-6). On a mismatch\n"
     )
     assert sorted(named_defaults(text)) == [
         ("algorithm.marft.lam", "0.95"),
@@ -178,20 +201,28 @@ def test_the_mention_patterns_read_the_documents_forms():
         ("pac.attribution", "rules"),
         ("pac.reveal_reference", "false"),
         ("workflow.exec_timeout_s.code", "30"),
+        ("workflow.options.float_tol", "1e-6"),
         ("workflow.prompt_style", "`paper`"),
     ]
 
 
 def test_the_values_method_md_names_are_the_configs(cfg):
-    mentions = named_defaults(METHOD.read_text(encoding="utf-8"))
-    assert ("algorithm.masopd.ras_coef", "0.25") in mentions
+    text = METHOD.read_text(encoding="utf-8")
+    assert ("algorithm.masopd.ras_coef", "0.25") in named_defaults(text)
     bad = []
-    for key, written in mentions:
-        if key.startswith("workflow.options."):
-            continue  # a workflow's own options: their defaults are the workflow's (workflows/)
-        value = config_value(cfg, key)
-        if value is ABSENT:
-            bad.append(f"docs/method.md names {key}, which the config lacks")
-        elif not same(literal(written), value):
-            bad.append(f"docs/method.md: {key} = {written}, the config has {value!r}")
+    for section in re.split(r"^## ", text, flags=re.MULTILINE):
+        # a workflow's own options (workflow.options is empty): the keyword defaults of the
+        # workflows the section describes
+        workflows = SEARCH if section.startswith(SEARCH_SECTION) else TWO_ROLE
+        for key, written in named_defaults(section):
+            if key.startswith(OPTIONS):
+                defaults = workflow_option_defaults(key.removeprefix(OPTIONS), workflows)
+                if not defaults or any(not same(literal(written), d) for d in defaults):
+                    bad.append(f"docs/method.md: {key} = {written}, the workflows' defaults are {defaults}")
+                continue
+            value = config_value(cfg, key)
+            if value is ABSENT:
+                bad.append(f"docs/method.md names {key}, which the config lacks")
+            elif not same(literal(written), value):
+                bad.append(f"docs/method.md: {key} = {written}, the config has {value!r}")
     assert not bad, "\n".join(bad)
