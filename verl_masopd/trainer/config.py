@@ -2,7 +2,7 @@
 
 `validate_config(cfg)` runs once before anything starts and raises `ConfigError` naming the
 culprit key(s):
-  1. the estimator against the rest (`verl_masopd.algos.specs.validate_estimator_config`), the
+  1. the estimator against the rest (`verl_masopd.algos.checks.validate_estimator_config`), the
      per-role estimators of `algorithm.per_role` likewise, and every estimator option section
      under `algorithm` (unknown keys, bad values), read once into the typed `EstimatorSettings`
      the trainer hands down;
@@ -35,8 +35,9 @@ from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
 
+from verl_masopd.algos.checks import validate_estimator_config
 from verl_masopd.algos.per_role import PER_ROLE
-from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings, validate_estimator_config
+from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
 from verl_masopd.engine.policy_engine import Lora
