@@ -16,7 +16,7 @@ horizon and response length), with the teacher's role advantage Δ and once more
 models swapped (MAS workflows). The prompt-only MAS evaluates the untrained student. --settings
 reads the settings each method was chosen at on validation problems (tiny_world_sensitivity.py's
 summary.json, "chosen") and trains every method with them (a method without a choice stops the
-script). The defaults are the comparison the README reports. --jobs runs that many method × seed
+script). The defaults are the comparison docs/results.md reports. --jobs runs that many method × seed
 cells at once, each with its share of the CPU threads.
 
 Layout written (the report's, verl_masopd/report/__init__.py):

@@ -28,8 +28,13 @@ def masopd(config, teacher=TEACHER, contrast=CONTRAST, student=STUDENT, mask=MAS
 
 
 def test_combined_advantage_defaults():
-    # s = [0.5, -1], Δ = [2, -0.5], β = 1, c = 5 → A = [2.5, -1.5]; padding 0
-    assert torch.allclose(masopd(algorithm()), torch.tensor([[2.5, -1.5, 0.0]]))
+    # the trainer config's β = 0.25, c = 5: s = [0.5, -1], Δ = [2, -0.5] → A = [0.5 + 0.5, -1 - 0.125]; padding 0
+    assert torch.allclose(masopd(algorithm()), torch.tensor([[1.0, -1.125, 0.0]]))
+
+
+def test_combined_advantage_at_beta_one():
+    # s = [0.5, -1], Δ = [2, -0.5], β = 1, c = 5 → A = [2.5, -1.5]
+    assert torch.allclose(masopd(algorithm(ras_coef=1.0)), torch.tensor([[2.5, -1.5, 0.0]]))
 
 
 def test_combined_advantage_with_coefficient_and_clip():
@@ -41,16 +46,16 @@ def test_clipping_bounds_the_role_term_both_ways():
     teacher = torch.tensor([[0.0, -20.0]])
     contrast = torch.tensor([[[-10.0, 0.0]]])
     student = torch.tensor([[0.0, -20.0]])
-    # s = 0; Δ = [10, -20] → clip to [5, -5]
-    advantages = masopd(algorithm(), teacher, contrast, student, torch.ones(1, 2))
+    # s = 0; Δ = [10, -20] → clip to [5, -5], β = 1
+    advantages = masopd(algorithm(ras_coef=1.0), teacher, contrast, student, torch.ones(1, 2))
     assert torch.allclose(advantages, torch.tensor([[5.0, -5.0]]))
 
 
 def test_student_term_cancels_in_role_advantage():
     # Changing ℓS shifts A by exactly −ΔℓS: the RAS term does not depend on the student.
     other_student = STUDENT + torch.tensor([[0.7, -1.3, 4.0]])
-    a1 = masopd(algorithm())
-    a2 = masopd(algorithm(), student=other_student)
+    a1 = masopd(algorithm(ras_coef=1.0))
+    a2 = masopd(algorithm(ras_coef=1.0), student=other_student)
     assert torch.allclose(a1 - a2, torch.tensor([[0.7, -1.3, 0.0]]))
     # Δ = s(r) − s(q) with the same student
     s_r = TEACHER - STUDENT
@@ -63,7 +68,7 @@ def test_kappa_averaging():
     teacher = torch.tensor([[-1.0, -2.0]])
     contrast = torch.tensor([[[-3.0, -1.0], [-1.0, -2.0]]])  # mean [-2, -1.5] → Δ = [1, -0.5]
     student = torch.tensor([[-1.0, -2.0]])  # s = 0
-    advantages = masopd(algorithm(num_contrast_roles=2), teacher, contrast, student, torch.ones(1, 2))
+    advantages = masopd(algorithm(ras_coef=1.0, num_contrast_roles=2), teacher, contrast, student, torch.ones(1, 2))
     assert torch.allclose(advantages, torch.tensor([[1.0, -0.5]]))
 
 
@@ -106,8 +111,9 @@ def test_compute_advantages_on_a_batch():
         non_tensors={"uid": np.array(["p"], dtype=object)},
     )
     out = compute_advantages(batch, OmegaConf.create({"algorithm": {"adv_estimator": "masopd"}}))
-    assert torch.allclose(out.batch["advantages"], torch.tensor([[2.5, -1.5, 0.0]]))
-    assert out.meta_info["advantage_metrics"]["masopd/advantage_mean"] == pytest.approx(0.5)
+    # no masopd section: the trainer config's β = 0.25, c = 5 (as test_combined_advantage_defaults)
+    assert torch.allclose(out.batch["advantages"], torch.tensor([[1.0, -1.125, 0.0]]))
+    assert out.meta_info["advantage_metrics"]["masopd/advantage_mean"] == pytest.approx(-0.0625)
 
 
 def test_missing_teacher_field_names_it():

@@ -1,5 +1,6 @@
-"""The repository documents itself: no file points to documents outside it, and every pointer into
-docs/ names a file (and, where quoted, a section) that exists."""
+"""The repository documents itself: no file points to documents outside it, every pointer into
+docs/ names a file (and, where quoted, a section) that exists, and every link of the README and of
+docs/ resolves (files and #anchors)."""
 
 import re
 from pathlib import Path
@@ -84,8 +85,11 @@ def test_every_docs_pointer_names_an_existing_file_and_section():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("doc", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
-def test_links_inside_docs_resolve(doc: Path):
+@pytest.mark.parametrize(
+    "doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_links_of_readme_and_docs_resolve(doc: Path):
+    """Every relative link of the README and of docs/ names a file, and its #anchor a heading."""
     bad = []
     for target in MARKDOWN_LINK.findall(doc.read_text(encoding="utf-8")):
         if re.match(r"[a-z]+://", target):

@@ -58,18 +58,16 @@ from verl.utils.config import omega_conf_to_dataclass
 
 from verl_masopd.algos import jsd  # noqa: F401  registers "jsd" in verl's registry
 from verl_masopd.config_errors import ConfigError, require
+from verl_masopd.defaults import packaged_default
 
 SECTION = "distillation.distillation_loss"
 JSD_BETA = "jsd_beta"
-# the project config's values (masopd_trainer.yaml), for keys a partial section leaves out
+# for keys a partial section leaves out: the project config's values (masopd_trainer.yaml), and
+# verl's config's for the clamp, which the project does not set
 PROJECT_DEFAULTS = {
     "_target_": "verl.workers.config.DistillationLossConfig",
-    "loss_mode": "k1",
-    "use_task_rewards": False,
-    "distillation_loss_coef": 1.0,
     "loss_max_clamp": None,
-    "use_policy_gradient": True,
-    JSD_BETA: 0.5,
+    **packaged_default(SECTION),
 }
 
 
@@ -79,14 +77,14 @@ class DistillationSettings:
     advantage (`use_task_rewards`) with weight `coef` λ, and the clamp M of D; for the engine's
     modes also `topk`, the policy-gradient or supervised form, verl's log-prob clamp and β_J."""
 
-    loss_mode: str = "k1"
-    use_task_rewards: bool = False
-    coef: float = 1.0
-    loss_max_clamp: float | None = None
-    use_policy_gradient: bool = True
+    loss_mode: str = packaged_default(f"{SECTION}.loss_mode")
+    use_task_rewards: bool = packaged_default(f"{SECTION}.use_task_rewards")
+    coef: float = packaged_default(f"{SECTION}.distillation_loss_coef")
+    loss_max_clamp: float | None = None  # verl's keys the project does not set; None: unused (k1)
+    use_policy_gradient: bool = packaged_default(f"{SECTION}.use_policy_gradient")
     topk: int | None = None
     log_prob_min_clamp: float | None = None
-    jsd_beta: float = 0.5
+    jsd_beta: float = packaged_default(f"{SECTION}.{JSD_BETA}")
 
     @property
     def uses_topk(self) -> bool:

@@ -17,8 +17,8 @@ std 1) would hand the lone row its raw reward, never negative (docs/method.md,
 The estimation's steps (specs.py): `prepare_grpo` builds verl's `index` from the grouping key,
 `finish_grpo` zeroes the groups of one.
 
-Config keys: algorithm.grpo.group_by (problem_role_turn), verl's algorithm.norm_adv_by_std_in_grpo
-(true), algorithm.reward.* (rewards.py).
+Config keys: algorithm.grpo.group_by (its default in config/masopd_trainer.yaml), verl's
+algorithm.norm_adv_by_std_in_grpo, algorithm.reward.* (rewards.py).
 """
 
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from verl import DataProto
 
 from verl_masopd.algos.steps import Finished
 from verl_masopd.config_errors import require
+from verl_masopd.defaults import packaged_defaults
 
 GROUP_KEYS = {
     "problem": ("uid",),
@@ -38,8 +39,9 @@ GROUP_KEYS = {
 
 
 @dataclass(frozen=True)
+@packaged_defaults("algorithm.grpo")
 class GrpoOptions:
-    group_by: str = "problem_role_turn"
+    group_by: str
 
     def __post_init__(self):
         require(

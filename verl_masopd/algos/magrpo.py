@@ -17,8 +17,8 @@ reading keeps the team signal "unchanged at every turn"; γ < 1 favours early ag
 Loss: unclipped policy gradient −A · Σ_k log π_θ(y_k) — verl's "gpg" loss with
 loss_agg_mode "seq-mean-token-sum"; no critic, no KL.
 
-Config keys: algorithm.magrpo.gamma γ (1.0), algorithm.magrpo.reward_at (last_turn | every_turn),
-algorithm.reward.team_weight.
+Config keys (their defaults in config/masopd_trainer.yaml): algorithm.magrpo.gamma γ,
+algorithm.magrpo.reward_at (last_turn | every_turn), algorithm.reward.team_weight.
 """
 
 from collections import defaultdict
@@ -30,12 +30,14 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from verl_masopd.algos.options import options_from
 from verl_masopd.config_errors import require
+from verl_masopd.defaults import packaged_defaults
 
 
 @dataclass(frozen=True)
+@packaged_defaults("algorithm.magrpo")
 class MagrpoOptions:
-    gamma: float = 1.0
-    reward_at: str = "last_turn"
+    gamma: float
+    reward_at: str
 
     def __post_init__(self):
         require(0.0 <= self.gamma <= 1.0, "algorithm.magrpo.gamma", f"must be in [0, 1], got {self.gamma}")

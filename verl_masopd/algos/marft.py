@@ -24,9 +24,9 @@ clip_ratio / clip_ratio_low / clip_ratio_high):
     ℓ̄(a) = (1/|a|) Σ_k log π(y_k),   ρ = exp(ℓ̄_θ(a) − ℓ̄_θold(a))
     L = mean over actions of −min(ρ·Â, clip(ρ, 1−ε, 1+ε)·Â)
 
-Config keys: algorithm.marft.gamma γ (0.99), lam λ (0.95), normalize_advantages (true),
-critic_lr (1e-5), critic_hidden (64), value_coef (1.0), huber_delta (1.0), value_clip (0.2, the
-value-loss clip of marft_critic.py), max_grad_norm (0.5);
+Config keys (their defaults in config/masopd_trainer.yaml): algorithm.marft.gamma γ, lam λ,
+normalize_advantages, critic_lr, critic_hidden, value_coef, huber_delta, value_clip (the
+value-loss clip of marft_critic.py), max_grad_norm;
 the actor runs with policy_loss.loss_mode=marft, clip_ratio 0.2, grad_clip 0.5, lr 1e-6, 1 epoch.
 """
 
@@ -41,19 +41,21 @@ from verl.trainer.ppo.core_algos import agg_loss, register_adv_est, register_pol
 
 from verl_masopd.algos.options import options_from
 from verl_masopd.config_errors import require
+from verl_masopd.defaults import packaged_defaults
 
 
 @dataclass(frozen=True)
+@packaged_defaults("algorithm.marft")
 class MarftOptions:
-    gamma: float = 0.99
-    lam: float = 0.95
-    normalize_advantages: bool = True
-    critic_lr: float = 1e-5
-    critic_hidden: int = 64
-    value_coef: float = 1.0
-    huber_delta: float = 1.0
-    value_clip: float | None = 0.2
-    max_grad_norm: float = 0.5
+    gamma: float
+    lam: float
+    normalize_advantages: bool
+    critic_lr: float
+    critic_hidden: int
+    value_coef: float
+    huber_delta: float
+    value_clip: float | None
+    max_grad_norm: float
 
     def __post_init__(self):
         require(0.0 <= self.gamma <= 1.0, "algorithm.marft.gamma", f"must be in [0, 1], got {self.gamma}")

@@ -24,8 +24,9 @@ The diagnostics (diagnostics.py) log the parts of A_k per role and token class, 
 `masopd_token_terms` / `opd_token_terms`: opd_term s_k, ras_term β · clip(Δ_k, −c, c) (their sum
 is A_k) and clip_share 1[|Δ_k| > c].
 
-Config keys: algorithm.masopd.ras_coef β (1.0; 0 turns RAS off), algorithm.masopd.ras_clip c
-(5.0), algorithm.masopd.num_contrast_roles κ (1, the size of C_r).
+Config keys (their defaults in config/masopd_trainer.yaml, verl_masopd/defaults.py):
+algorithm.masopd.ras_coef β (0 turns RAS off), algorithm.masopd.ras_clip c,
+algorithm.masopd.num_contrast_roles κ (the size of C_r).
 """
 
 from dataclasses import dataclass
@@ -36,13 +37,15 @@ from verl.trainer.ppo.core_algos import register_adv_est
 from verl_masopd.algos import distillation
 from verl_masopd.algos.options import options_from
 from verl_masopd.config_errors import require
+from verl_masopd.defaults import packaged_defaults
 
 
 @dataclass(frozen=True)
+@packaged_defaults("algorithm.masopd")
 class MasopdOptions:
-    ras_coef: float = 1.0
-    ras_clip: float = 5.0
-    num_contrast_roles: int = 1
+    ras_coef: float
+    ras_clip: float
+    num_contrast_roles: int
 
     def __post_init__(self):
         require(self.ras_coef >= 0, "algorithm.masopd.ras_coef", f"must be >= 0, got {self.ras_coef}")

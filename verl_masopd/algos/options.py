@@ -1,8 +1,10 @@
 """Typed, validated estimator options read from the `algorithm.<section>` block of the config.
 
-Each estimator declares its options as a frozen dataclass whose defaults are the paper's
-settings. `read_options` accepts the algorithm section as an OmegaConf `DictConfig`, a plain
-mapping, verl's `AlgoConfig` or None (all defaults). Unknown keys and bad values raise a
+Each estimator declares its options as a frozen dataclass; the project's own take their
+defaults from their `algorithm.<section>` of config/masopd_trainer.yaml
+(verl_masopd/defaults.py), so options built in Python are the trainer's. `read_options` accepts
+the algorithm section as an OmegaConf `DictConfig`, a plain mapping, verl's `AlgoConfig` or None
+(all defaults). Unknown keys and bad values raise a
 `ConfigError` that names the full key, e.g. `algorithm.masopd.ras_clip`. The start-up check
 reads every section once (specs.py) and hands the typed options down; an estimator called
 through verl's registry with verl's algorithm config reads its section itself (`options_from`).

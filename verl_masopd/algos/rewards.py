@@ -7,7 +7,8 @@ score of that action and b its mask (0 when the evidence was unavailable). MAGRP
 shared-reward formulation: r = w_team · r_team (the local term is dropped whatever w_local).
 MAS-OPD and OPD use no reward; CURE builds its own rewards from the execution matrix.
 
-Config keys: algorithm.reward.team_weight w_team (1.0), algorithm.reward.local_weight w_local (1.0).
+Config keys (their defaults in config/masopd_trainer.yaml): algorithm.reward.team_weight w_team,
+algorithm.reward.local_weight w_local.
 """
 
 from dataclasses import dataclass
@@ -15,12 +16,14 @@ from dataclasses import dataclass
 import torch
 
 from verl_masopd.config_errors import require
+from verl_masopd.defaults import packaged_defaults
 
 
 @dataclass(frozen=True)
+@packaged_defaults("algorithm.reward")
 class RewardWeights:
-    team_weight: float = 1.0
-    local_weight: float = 1.0
+    team_weight: float
+    local_weight: float
 
     def __post_init__(self):
         require(self.team_weight >= 0, "algorithm.reward.team_weight", f"must be >= 0, got {self.team_weight}")

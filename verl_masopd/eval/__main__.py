@@ -56,6 +56,7 @@ import torch
 from tqdm import tqdm
 
 from verl_masopd.cli_args import count
+from verl_masopd.defaults import packaged_default
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, write_attempts
 from verl_masopd.eval.qa_episodes import group_attempts
@@ -76,6 +77,9 @@ from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PROMPT_STYLES
 from verl_masopd.workflows.search import SearchWorkflow
+
+# the training config's validation sampling, the sampling flags' defaults
+VALIDATION_SAMPLING = "actor_rollout_ref.rollout.val_kwargs"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,10 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         "default: the checkpoint's workflow.options)",
     )
     p.add_argument("--k", type=count, default=1, help="episodes per problem (QA: attempts per question)")
-    p.add_argument("--temperature", type=float, default=0.6)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--top-k", type=int, default=20)
-    p.add_argument("--max-new-tokens", type=count, help="default: the checkpoint's data.max_response_length, else 4096")
+    p.add_argument("--temperature", type=float, default=packaged_default(f"{VALIDATION_SAMPLING}.temperature"))
+    p.add_argument("--top-p", type=float, default=packaged_default(f"{VALIDATION_SAMPLING}.top_p"))
+    p.add_argument("--top-k", type=int, default=packaged_default(f"{VALIDATION_SAMPLING}.top_k"))
+    p.add_argument(
+        "--max-new-tokens",
+        type=count,
+        help=f"default: the checkpoint's data.max_response_length, else {DEFAULTS['max_new_tokens']}",
+    )
     p.add_argument("--batch-size", type=count, default=32, help="problems played at once")
     p.add_argument("--limit", type=count, help="evaluate the first N problems only")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
@@ -132,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--teacher-max-context",
         type=int,
-        default=16384,
+        default=packaged_default("teacher.max_context_length"),
         help="teacher context + response budget in tokens (the run's teacher.max_context_length)",
     )
     p.add_argument("--out", required=True, help="output directory")

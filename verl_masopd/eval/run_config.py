@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
+from verl_masopd.defaults import packaged_default
 from verl_masopd.trainer.checkpoint import CONFIG_FILE, CheckpointError, step_folders, verify_checkpoint
-from verl_masopd.workflows.prompted import PAPER
 
 # eval argument -> the training config key it mirrors
 RUN_KEYS = {
@@ -38,17 +38,8 @@ RUN_KEYS = {
 }
 # What an evaluation reads of a checkpoint (fnmatch patterns of relative paths), verified first.
 EVAL_FILES = (CONFIG_FILE, "policy_*/huggingface/*")
-DEFAULTS = {
-    "imports": [],
-    "workflow": "mas",
-    "agents_per_role": 1,
-    "horizon": 4,
-    "policy_sharing": "role",
-    "prompt_style": PAPER,
-    "context_layout": "role_first",
-    "workflow_options": {},
-    "max_new_tokens": 4096,
-}
+# without a checkpoint: the training config's defaults of the same keys
+DEFAULTS = {arg: packaged_default(key) for arg, key in RUN_KEYS.items()}
 
 
 def checkpoint_folder(path: str) -> Path:

@@ -21,7 +21,7 @@ equals the full recomputation. Tokens computed per group: |s| + Σ_q (|c_q| + |y
 masopd group costs (|s| + |c_r| + |c_q| + 2|y|) / (|s| + |c_r| + |y|) of opd's own-role pass.
 
 Measured on the tiny teacher (benchmarks/teacher_cost.py, results/teacher_cost*.json): see the
-README's `role_last` paragraph.
+`workflow.context_layout=role_last` paragraph of docs/performance.md.
 """
 
 from __future__ import annotations

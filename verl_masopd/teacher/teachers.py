@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 from verl_masopd.config_errors import require
+from verl_masopd.defaults import packaged_default
 
 SECTION = "distillation.teacher_models"
 ROUTING = ("data_source", "role")
@@ -108,13 +109,13 @@ def read_teachers(config: DictConfig, primary: str | None) -> Teachers:
         entries.append(Teacher(str(name), str(entry.model_path), None if key is None else str(key), float(weight)))
     route_by = section.get("teacher_key", "data_source")
     require(route_by in ROUTING, "distillation.teacher_key", f"must be one of {list(ROUTING)}, got {route_by!r}")
-    weighting = section.get("teacher_weighting", "fixed")
+    weighting = section.get("teacher_weighting", packaged_default("distillation.teacher_weighting"))
     require(
         weighting in WEIGHTINGS,
         "distillation.teacher_weighting",
         f"must be one of {list(WEIGHTINGS)}, got {weighting!r}",
     )
-    temperature = section.get("teacher_temperature", 1.0)
+    temperature = section.get("teacher_temperature", packaged_default("distillation.teacher_temperature"))
     require(
         isinstance(temperature, int | float) and temperature > 0,
         "distillation.teacher_temperature",

@@ -2,7 +2,7 @@
 
 `validate_config(cfg)` runs once before anything starts and raises `ConfigError` naming the
 culprit key(s):
-  1. the estimator against the rest (`verl_masopd.algos.specs.validate_estimator_config`), the
+  1. the estimator against the rest (`verl_masopd.algos.checks.validate_estimator_config`), the
      per-role estimators of `algorithm.per_role` likewise, and every estimator option section
      under `algorithm` (unknown keys, bad values), read once into the typed `EstimatorSettings`
      the trainer hands down;
@@ -35,8 +35,9 @@ from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
 
+from verl_masopd.algos.checks import validate_estimator_config
 from verl_masopd.algos.per_role import PER_ROLE
-from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings, validate_estimator_config
+from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
 from verl_masopd.engine.policy_engine import Lora
@@ -81,9 +82,9 @@ class WorkflowSection:
     horizon: int
     policy_sharing: str
     exec_timeout_s: ExecTimeouts
-    context_layout: str = "role_first"
-    prompt_style: str = "paper"
-    options: dict[str, Any] = field(default_factory=dict)
+    context_layout: str
+    prompt_style: str
+    options: dict[str, Any]
 
     def __post_init__(self):
         _one_of("workflow.policy_sharing", self.policy_sharing, SHARINGS)
@@ -120,16 +121,16 @@ class RolloutSection:
 @dataclass
 class StudentsSection:
     path: str
-    policy_paths: dict[str, str] = field(default_factory=dict)
-    lora: dict[str, dict] = field(default_factory=dict)  # read by trainer/lora.py
+    policy_paths: dict[str, str]
+    lora: dict[str, dict]  # read by trainer/lora.py
 
 
 @dataclass
 class TeacherSection:
     model_path: Optional[str]
     max_context_length: int
-    share_prefix: Optional[bool] = None
-    backend: str = "engine"
+    share_prefix: Optional[bool]
+    backend: str
 
     def __post_init__(self):
         _at_least("teacher.max_context_length", self.max_context_length, 2)
@@ -157,7 +158,7 @@ class EnginesSection:
     placement: str
     gpus_per_engine: int
     dtype: str
-    placement_wait_s: float = 300.0
+    placement_wait_s: float
 
     def __post_init__(self):
         _one_of("engines.placement", self.placement, PLACEMENTS)
