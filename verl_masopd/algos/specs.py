@@ -32,7 +32,8 @@ Config keys read here (the trainer's config extends verl's ppo_trainer config):
     rollout.group_size, workflow.agents_per_role, workflow.horizon
                                                     enough rows per group for a role's group baseline
     teacher.model_path                              required by masopd, opd and judge_grpo, and by
-                                                    a reward estimator with the OPD term
+                                                    a reward estimator with the OPD term, unless
+                                                    teacher.source is frozen or live
     workflow.name                                   judge_grpo only on roles the workflow judges
                                                     (`Workflow.judged_roles`)
     distillation.distillation_loss.*                the OPD term's loss mode, and the term on a reward
@@ -117,6 +118,8 @@ class EstimatorSpec:
 INDEPENDENT_POLICIES = frozenset({"role", "agent"})
 # ℓS for the teacher estimators: the engine's old log-probs, else the sampling ones.
 STUDENT_LOG_PROBS = ("old_log_probs", "rollout_log_probs")
+TEACHER_PATH = "teacher.model_path"
+SELF_SOURCES = ("frozen", "live")  # teacher.source values with no teacher model (trainer/config.py)
 TEACHER_ONLY = "its advantage is the distillation signal itself, with no task reward to add it to"
 
 ESTIMATORS: dict[str, EstimatorSpec] = {
@@ -127,7 +130,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             needs_teacher=True,
             uses_local_reward=None,
             options=("masopd", MasopdOptions),
-            required_keys=("teacher.model_path",),
+            required_keys=(TEACHER_PATH,),
             fields=("teacher_log_probs", "teacher_contrast_log_probs"),
             optional_fields=STUDENT_LOG_PROBS,
             prepare=prepare_distillation,
@@ -140,7 +143,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             workflows=frozenset({"mas", "sa"}),
             needs_teacher=True,
             uses_local_reward=None,
-            required_keys=("teacher.model_path",),
+            required_keys=(TEACHER_PATH,),
             fields=("teacher_log_probs",),
             optional_fields=STUDENT_LOG_PROBS,
             prepare=prepare_distillation,
@@ -205,7 +208,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             needs_judge=True,
             uses_local_reward=None,
             options=("grpo", GrpoOptions),
-            required_keys=("teacher.model_path",),
+            required_keys=(TEACHER_PATH,),
             fields=("judge_score",),
             prepare=prepare_judge_grpo,
             finish=finish_grpo,
@@ -399,6 +402,11 @@ def _select(config: DictConfig, key: str) -> Any:
     return OmegaConf.select(config, key, default=None)
 
 
+def _self_teacher(config: DictConfig) -> bool:
+    """teacher.source frozen or live: each policy is its own teacher, so no teacher.model_path is needed."""
+    return _select(config, "teacher.source") in SELF_SOURCES
+
+
 def _check_choice(config: DictConfig, key: str, allowed: frozenset[str], chosen: str) -> None:
     value = _select(config, key)
     if value is not None and value not in allowed:
@@ -450,7 +458,7 @@ def _check_estimator(config: DictConfig, spec: EstimatorSpec, key: str, distilla
                 f"which serves at most {spec.max_agents_per_role} agent(s) per role"
             )
     for required in spec.required_keys:
-        if _select(config, required) in (None, ""):
+        if _select(config, required) in (None, "") and not (required == TEACHER_PATH and _self_teacher(config)):
             raise ValueError(f"{required} is required by {chosen}")
 
     tree_sampling = bool(_select(config, "rollout.tree_sampling"))
@@ -476,8 +484,8 @@ def _check_task_distillation(
     key = "distillation.distillation_loss.use_task_rewards=true"
     if spec.no_task_distillation is not None:
         raise ValueError(f"{key} cannot be used with {chosen}: {spec.no_task_distillation}")
-    if _select(config, "teacher.model_path") in (None, ""):
-        raise ValueError(f"teacher.model_path is required by {key} (the OPD term) with {chosen}")
+    if _select(config, TEACHER_PATH) in (None, "") and not _self_teacher(config):
+        raise ValueError(f"{TEACHER_PATH} is required by {key} (the OPD term) with {chosen}")
 
 
 def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> None:
