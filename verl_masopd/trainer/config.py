@@ -302,14 +302,15 @@ def resolve_config(cfg: DictConfig) -> None:
 
 def validate_config(cfg: DictConfig) -> RunConfig:
     """The run's settings from the composed config; raises ConfigError naming the culprit."""
-    teachers = read_teachers(cfg, OmegaConf.select(cfg, "teacher.model_path", default=None))
     source = OmegaConf.select(cfg, "teacher.source", default=PATH)
+    models = OmegaConf.select(cfg, "distillation.teacher_models", default=None) or {}
     require(
-        source == PATH or not teachers.entries,
+        source not in SELF_SOURCES or not any(entry and entry.get("model_path") for entry in models.values()),
         "distillation.teacher_models",
         f"the teachers are each policy itself with teacher.source={source}; models of their own need "
         f"teacher.source={PATH}",
     )
+    teachers = read_teachers(cfg, OmegaConf.select(cfg, "teacher.model_path", default=None))
     if teachers.entries and not OmegaConf.select(cfg, "teacher.model_path", default=None):
         cfg.teacher.model_path = teachers.entries[0].model_path  # the first of several teachers
     try:
