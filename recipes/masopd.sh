@@ -7,7 +7,11 @@
 #
 # Environment:
 #   STUDENT_MODEL  local folder of the student backbone in Hugging Face format, e.g. Qwen3-1.7B (required)
-#   TEACHER_MODEL  local folder of the teacher, same tokenizer, e.g. Qwen3-8B (masopd and opd need it)
+#   TEACHER_MODEL  local folder of the teacher, same tokenizer, e.g. Qwen3-8B (masopd and opd need it,
+#                  unless TEACHER_SOURCE is frozen or live)
+#   TEACHER_SOURCE path (default: the teacher is TEACHER_MODEL), frozen (each policy's starting weights)
+#                  or live (each policy now): self-distillation, no TEACHER_MODEL read; with
+#                  teacher.privileged=reference the teacher also reads the problem's reference
 #   TRAIN_FILES    training parquet files written by data_prep, comma-separated (required)
 #   VAL_FILES      held-out parquet files, comma-separated (optional)
 #   MASOPD_CPU=1   CPU mode: the tiny world's models and problems (recipes/tiny_world.py, data
@@ -51,7 +55,10 @@ path_list() {
 [ -n "${TRAIN_FILES:-}" ] || fail "set TRAIN_FILES to the training parquet file(s) written by data_prep (python -m data_prep ...)"
 train_files="$(path_list TRAIN_FILES)"
 inputs=("students.path=$STUDENT_MODEL" "data.train_files=$train_files")
-if [ -n "${TEACHER_MODEL:-}" ]; then
+teacher_source="${TEACHER_SOURCE:-path}"
+if [ "$teacher_source" != path ]; then
+  inputs+=("teacher.source=$teacher_source")  # the policies are their own teachers: TEACHER_MODEL is not read
+elif [ -n "${TEACHER_MODEL:-}" ]; then
   [ -d "$TEACHER_MODEL" ] || fail "TEACHER_MODEL: $TEACHER_MODEL is not a folder"
   inputs+=("teacher.model_path=$TEACHER_MODEL")
 fi

@@ -27,6 +27,7 @@ RECIPE_VARIABLES = (
     "MASOPD_CACHE",
     "PYTHON",
     "DOMAIN",
+    "TEACHER_SOURCE",
 )
 
 # recipe -> (estimator, workflow name, domain, horizon, policy sharing, tree sampling)
@@ -110,6 +111,36 @@ def test_baseline_recipe_composes_its_estimator(name, tiny_model_path, tiny_teac
     assert run.val_files == (builtin_data["math"],)
     assert cfg.data.train_batch_size == 8  # overrides after the recipe's own pass through
     assert cfg.data.max_response_length == 4096  # the paper's settings, not the CPU preset's
+
+
+@pytest.mark.parametrize(
+    ("script", "source", "teacher_model"),
+    [("masopd_math.sh", "live", False), ("baselines/opd.sh", "frozen", True), ("masopd_math.sh", "path", True)],
+)
+def test_a_self_distillation_recipe_needs_no_teacher_model(
+    script, source, teacher_model, tiny_model_path, tiny_teacher_path, builtin_data, tmp_path
+):
+    """TEACHER_SOURCE=frozen|live: the policies are their own teachers, TEACHER_MODEL unset or not read."""
+    captured = tmp_path / "argv"
+    interpreter = tmp_path / "capture"
+    interpreter.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {captured}\n")
+    interpreter.chmod(0o755)
+    env = {"TEACHER_MODEL": tiny_teacher_path} if teacher_model else {}
+    result = recipe(
+        script,
+        "teacher.privileged=reference",
+        PYTHON=str(interpreter),
+        STUDENT_MODEL=tiny_model_path,
+        TRAIN_FILES=builtin_data["math"],
+        TEACHER_SOURCE=source,
+        DOMAIN="math",
+        **env,
+    )
+    assert result.returncode == 0, result.stderr
+    run = validate_config(compose_config(captured.read_text().splitlines()[2:]))
+    assert (run.teacher.source, run.teacher.privileged) == (source, "reference")
+    assert run.teacher.model_path == (tiny_teacher_path if source == "path" else None)
+    assert run.estimator.name == ("opd" if script == "baselines/opd.sh" else "masopd")
 
 
 def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):

@@ -144,6 +144,9 @@ def math_rows(tmp_path_factory):
         ("trainer.device=tpu", "trainer.device: must be one of ('cpu', 'cuda', 'npu'), got 'tpu'"),
         ("workflow.options.foo=1", "Could not override 'workflow.options.foo'. To append to your config use +workflow"),
         ("preset=nowhere", "In 'masopd_trainer': Could not find 'preset/nowhere' Available options in 'preset':"),
+        ("teacher.source=copy", "teacher.source: must be one of ('path', 'frozen', 'live'), got 'copy'"),
+        ("teacher.privileged=solution", "teacher.privileged: must be null or reference, got 'solution'"),
+        ("algorithm.adv_estimator=opd", "teacher.model_path is required by algorithm.adv_estimator=opd"),
     ],
 )
 def test_training_start_errors_are_one_line_naming_the_key(

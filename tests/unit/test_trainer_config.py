@@ -391,3 +391,68 @@ def test_a_second_teacher_with_another_tokenizer_is_refused_by_its_key(
     assert (
         message.startswith("distillation.teacher_models.other.model_path") and "differs from the teacher's" in message
     )
+
+
+def test_a_frozen_or_live_teacher_needs_no_teacher_model(cpu_cfg, tiny_model_path, tiny_teacher_path):
+    for source in ("frozen", "live"):
+        for estimator in ("masopd", "opd"):
+            cfg = with_values(
+                cpu_cfg, teacher__source=source, teacher__model_path=None, algorithm__adv_estimator=estimator
+            )
+            run = validate_config(cfg)
+            assert run.self_teacher and run.teacher.model_path is None and run.teacher.privileged is None
+        grpo_opd = with_values(
+            cpu_cfg,
+            teacher__source=source,
+            teacher__model_path=None,
+            algorithm__adv_estimator="grpo",
+            distillation__distillation_loss__use_task_rewards=True,
+        )
+        assert validate_config(grpo_opd).teacher.source == source
+    path = validate_config(with_values(cpu_cfg, teacher__privileged="reference"))
+    assert not path.self_teacher and path.teacher.privileged == "reference"
+    no_model = error_of(with_values(cpu_cfg, teacher__model_path=None))
+    assert no_model == "teacher.model_path is required by algorithm.adv_estimator=masopd"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"teacher__source": "copy"}, "teacher.source: must be one of ('path', 'frozen', 'live'), got 'copy'"),
+        ({"teacher__privileged": "solution"}, "teacher.privileged: must be null or reference, got 'solution'"),
+        ({"teacher__source": "live"}, "teacher.model_path: must be null with teacher.source=live"),
+        (
+            {"teacher__source": "frozen", "teacher__model_path": None, "teacher__backend": "lora_base"},
+            "teacher.backend: lora_base names a model by teacher.model_path; with teacher.source=frozen",
+        ),
+        (
+            {"teacher__source": "live", "teacher__model_path": None, "teacher__backend": "vllm"},
+            "teacher.backend: vllm serves a fixed model; teacher.source=live scores with each policy's own engine",
+        ),
+        (
+            {"teacher__source": "frozen", "distillation__teacher_models": {"t": {"model_path": "/x"}}},
+            "distillation.teacher_models: the teachers are each policy itself with teacher.source=frozen",
+        ),
+    ],
+)
+def test_bad_teacher_sources_are_named(cpu_cfg, values, message):
+    assert error_of(with_values(cpu_cfg, **values)).startswith(message)
+
+
+def test_a_frozen_teacher_refuses_lora_policies_that_start_from_an_adapter(cpu_cfg, tiny_model_path, tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(f'{{"base_model_name_or_path": "{tiny_model_path}", "r": 4}}')
+    cfg = with_values(
+        cpu_cfg,
+        teacher__source="frozen",
+        teacher__model_path=None,
+        actor_rollout_ref__model__lora_rank=4,
+        students__lora={"tool_user": {"lora_adapter_path": str(adapter)}},
+    )
+    assert error_of(cfg).startswith(
+        "actor_rollout_ref.model.lora_adapter_path: teacher.source=frozen scores a LoRA policy with its adapter off"
+    )
+    assert "but tool_user start from a saved adapter" in error_of(cfg)
+    assert validate_config(with_values(cfg, teacher__source="live")).loras["tool_user"].adapter_path == str(adapter)
+    assert validate_config(with_values(cfg, students__lora={})).loras["tool_user"].rank == 4

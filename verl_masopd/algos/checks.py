@@ -13,7 +13,8 @@ Config keys read here (the trainer's config extends verl's ppo_trainer config):
     rollout.group_size, workflow.agents_per_role, workflow.horizon
                                                     enough rows per group for a role's group baseline
     teacher.model_path                              required by masopd, opd and judge_grpo, and by
-                                                    a reward estimator with the OPD term
+                                                    a reward estimator with the OPD term, unless
+                                                    teacher.source is frozen or live
     workflow.name                                   judge_grpo only on roles the workflow judges
                                                     (`Workflow.judged_roles`)
     distillation.distillation_loss.*                the OPD term's loss mode, and the term on a reward
@@ -37,6 +38,8 @@ from verl_masopd.algos.distillation import DistillationSettings, read_distillati
 from verl_masopd.algos.per_role import PER_ROLE
 from verl_masopd.algos.specs import (
     ESTIMATOR_KEY,
+    SELF_SOURCES,
+    TEACHER_PATH,
     EstimatorSettings,
     EstimatorSpec,
     RoleEstimator,
@@ -49,6 +52,11 @@ from verl_masopd.workflows import workflow_class, workflow_kind
 
 def _select(config: DictConfig, key: str) -> Any:
     return OmegaConf.select(config, key, default=None)
+
+
+def _self_teacher(config: DictConfig) -> bool:
+    """teacher.source frozen or live: each policy is its own teacher, so no teacher.model_path is needed."""
+    return _select(config, "teacher.source") in SELF_SOURCES
 
 
 def _check_choice(config: DictConfig, key: str, allowed: frozenset[str], chosen: str) -> None:
@@ -102,7 +110,7 @@ def _check_estimator(config: DictConfig, spec: EstimatorSpec, key: str, distilla
                 f"which serves at most {spec.max_agents_per_role} agent(s) per role"
             )
     for required in spec.required_keys:
-        if _select(config, required) in (None, ""):
+        if _select(config, required) in (None, "") and not (required == TEACHER_PATH and _self_teacher(config)):
             raise ValueError(f"{required} is required by {chosen}")
 
     tree_sampling = bool(_select(config, "rollout.tree_sampling"))
@@ -128,8 +136,8 @@ def _check_task_distillation(
     key = "distillation.distillation_loss.use_task_rewards=true"
     if spec.no_task_distillation is not None:
         raise ValueError(f"{key} cannot be used with {chosen}: {spec.no_task_distillation}")
-    if _select(config, "teacher.model_path") in (None, ""):
-        raise ValueError(f"teacher.model_path is required by {key} (the OPD term) with {chosen}")
+    if _select(config, TEACHER_PATH) in (None, "") and not _self_teacher(config):
+        raise ValueError(f"{TEACHER_PATH} is required by {key} (the OPD term) with {chosen}")
 
 
 def _check_contrast_roles(config: DictConfig, settings: EstimatorSettings) -> None:

@@ -89,6 +89,8 @@ class EstimatorSpec:
 INDEPENDENT_POLICIES = frozenset({"role", "agent"})
 # ℓS for the teacher estimators: the engine's old log-probs, else the sampling ones.
 STUDENT_LOG_PROBS = ("old_log_probs", "rollout_log_probs")
+TEACHER_PATH = "teacher.model_path"
+SELF_SOURCES = ("frozen", "live")  # teacher.source values with no teacher model (trainer/config.py)
 TEACHER_ONLY = "its advantage is the distillation signal itself, with no task reward to add it to"
 
 ESTIMATORS: dict[str, EstimatorSpec] = {
@@ -99,7 +101,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             needs_teacher=True,
             uses_local_reward=None,
             options=("masopd", MasopdOptions),
-            required_keys=("teacher.model_path",),
+            required_keys=(TEACHER_PATH,),
             fields=("teacher_log_probs", "teacher_contrast_log_probs"),
             optional_fields=STUDENT_LOG_PROBS,
             prepare=prepare_distillation,
@@ -112,7 +114,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             workflows=frozenset({"mas", "sa"}),
             needs_teacher=True,
             uses_local_reward=None,
-            required_keys=("teacher.model_path",),
+            required_keys=(TEACHER_PATH,),
             fields=("teacher_log_probs",),
             optional_fields=STUDENT_LOG_PROBS,
             prepare=prepare_distillation,
@@ -177,7 +179,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             needs_judge=True,
             uses_local_reward=None,
             options=("grpo", GrpoOptions),
-            required_keys=("teacher.model_path",),
+            required_keys=(TEACHER_PATH,),
             fields=("judge_score",),
             prepare=prepare_judge_grpo,
             finish=finish_grpo,

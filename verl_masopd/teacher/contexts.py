@@ -1,12 +1,14 @@
 """Teacher contexts x_q (docs/method.md, "MAS-OPD"): the observation u of a recorded turn, rendered
-under role q's condition, plus the privileged block p_t (PAC) when turn t−1 ended in a conflict.
+under role q's condition, plus the privileged block p_t (PAC) when turn t−1 ended in a conflict,
+and with `teacher.privileged=reference` the problem's reference block b (teacher/reference.py).
 
-    x_q = encode(arrange(render(episode, agent, t, role=q), layout, p_t))
+    x_q = encode(arrange(render(episode, agent, t, role=q), layout, b ⊕ p_t))
 
-p_t is appended to the observation message, so it enters the teacher
-context only (the students' contexts are `render(episode, agent, t)` as the rollout encoded
-them) and every role condition of one response carries the same p_t: the RAS passes differ in
-the role condition alone.
+b and p_t (joined by a blank line, b first) are appended to the observation message, so they
+enter the teacher context only (the students' contexts are `render(episode, agent, t)` as the
+rollout encoded them) and every role condition of one response carries the same b and p_t: the
+RAS passes differ in the role condition alone. With b in every context, PAC's block leaves the
+reference out (`pac.reveal_reference` would repeat it).
 
 The layout (`workflow.context_layout`, see `verl_masopd.context`) places the role condition before
 (role_first) or after (role_last) the observation and p_t; the students' contexts use the same
@@ -25,16 +27,19 @@ from dataclasses import dataclass
 
 from verl_masopd.context import NO_CUT, ContextEncoder, Cut, arrange
 from verl_masopd.teacher.privileged import privileged_block
+from verl_masopd.teacher.reference import reference_block
 from verl_masopd.workflows.base import Attribution, Episode, Workflow
 
 
 @dataclass(frozen=True)
 class TeacherContext:
-    """x_q as token ids; `privileged`: p_t is in it; `cut_tokens`: tokens the truncation rule dropped."""
+    """x_q as token ids; `privileged`: p_t is in it; `cut_tokens`: tokens the truncation rule dropped;
+    `reference`: b is in it."""
 
     ids: list[int]
     privileged: bool
     cut_tokens: int
+    reference: bool = False
 
 
 class TeacherContextBuilder:
@@ -48,13 +53,15 @@ class TeacherContextBuilder:
         reveal_reference: bool = False,
         *,
         layout: str = "role_first",
+        reference: bool = False,
     ):
         if max_length < 2:
             raise ValueError(f"teacher.max_context_length must be >= 2, got {max_length}")
         self.workflow = workflow
         self.tokenizer = tokenizer
         self.max_length = max_length
-        self.reveal_reference = reveal_reference
+        self.reference = reference
+        self.reveal_reference = reveal_reference and not reference
         self.encoder = ContextEncoder(workflow, tokenizer, layout)
 
     def messages(
@@ -67,7 +74,12 @@ class TeacherContextBuilder:
         """
         rendered = self.workflow.render(episode, episode.agent(agent), turn, role=role)
         block = self._block(episode, agent, turn, attribution)
-        return arrange(rendered, self.encoder.layout, block), block is not None
+        return arrange(rendered, self.encoder.layout, self._privileged(episode, block)), block is not None
+
+    def _privileged(self, episode: Episode, block: str | None) -> str | None:
+        """The teacher-only text: b (with `reference`) and p_t, joined by a blank line; None without either."""
+        parts = [reference_block(episode.problem) if self.reference else None, block]
+        return "\n\n".join(p for p in parts if p is not None) or None
 
     def _block(self, episode: Episode, agent: str, turn: int, attribution: Attribution | None) -> str | None:
         if attribution is not None and attribution.turn != turn - 1:
@@ -95,5 +107,7 @@ class TeacherContextBuilder:
             )
         seat = episode.agent(agent)
         block = self._block(episode, agent, turn, attribution)
-        ids, cut = self.encoder.fitted(episode, seat, turn, budget, role, block, at_least=student_cut)
-        return TeacherContext(ids=ids, privileged=block is not None, cut_tokens=cut.count)
+        privileged = self._privileged(episode, block)
+        ids, cut = self.encoder.fitted(episode, seat, turn, budget, role, privileged, at_least=student_cut)
+        has_reference = self.reference and reference_block(episode.problem) is not None
+        return TeacherContext(ids=ids, privileged=block is not None, cut_tokens=cut.count, reference=has_reference)

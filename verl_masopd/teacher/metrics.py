@@ -9,6 +9,8 @@ teacher/tokens_per_response (|x_q| + |y| over the passes), teacher/computed_toke
 (the tokens the scorer ran through the model: fewer with teacher.share_prefix),
 teacher/truncations, teacher/truncated_tokens (the step's `ScoringStats`)
 teacher/{name}/weight         several teachers: teacher name's mean α_t over the responses it scored
+teacher/reference_share       teacher.privileged=reference: share of scored responses whose teacher
+                              contexts held the problem's reference (a row without one has none)
 teacher/attribution_model_calls, teacher/attribution_fallbacks, teacher/attribution_overrides
 (model verdicts replaced by the verifier fact they contradicted),
 teacher/attribution_unavailable (checks that could not run: no privileged block)
@@ -78,6 +80,8 @@ def step_metrics(data: DataProto, stats: ScoringStats, attributions: Attribution
     metrics["teacher/truncated_tokens"] = float(stats.truncated_tokens)
     for name, weights in stats.weights.items():  # several teachers: each one's mean α_t
         metrics[f"teacher/{name}/weight"] = sum(weights) / len(weights)
+    if stats.references is not None:
+        metrics["teacher/reference_share"] = stats.references / responses
     if attributions is not None:
         metrics |= attribution_metrics(attributions)
     return metrics

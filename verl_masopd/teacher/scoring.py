@@ -107,8 +107,9 @@ class ScoringStats:
     passes and teachers), `shared_prefix_tokens` (leading tokens a contrast context shares with x_r,
     the most a prefix cache could skip), `computed_tokens` (tokens the scorers ran through their
     models, where they report them; else teacher_tokens), `truncations` and `truncated_tokens`
-    (truncation rule of contexts.py), and with several teachers `weights`, each teacher's α_t per
-    response it scored (teacher/teachers.py)."""
+    (truncation rule of contexts.py), with several teachers `weights`, each teacher's α_t per
+    response it scored (teacher/teachers.py), and with `teacher.privileged=reference` `references`,
+    the responses whose contexts held the problem's reference (None: the setting is off)."""
 
     responses: int = 0
     passes: int = 0
@@ -118,6 +119,7 @@ class ScoringStats:
     truncations: int = 0
     truncated_tokens: int = 0
     weights: dict[str, list[float]] = field(default_factory=dict)
+    references: int | None = None
 
 
 class TeacherScoring:
@@ -165,7 +167,7 @@ class TeacherScoring:
             for sample in result.samples:
                 if sample.finish_reason == FAILED or not sample.response_ids or sample.role not in self.roles:
                     continue
-                value = sample.role if self.teachers.route_by == "role" else result.episode.problem.data_source
+                value = self.teachers.routing_value(sample.role, sample.policy, result.episode.problem.data_source)
                 scoring = self.teachers.scoring(value)
                 if not scoring:
                     continue
@@ -202,6 +204,8 @@ class TeacherScoring:
             stats.shared_prefix_tokens += sum(len(os.path.commonprefix([target.ids, c.ids])) for c in others)
         for j, (sample, context) in enumerate(zip(rows, contexts[0], strict=True)):
             sample.teacher = self._combined(sample, scores[j], context.privileged, stats)
+        if self.builder.reference:
+            stats.references = sum(c.reference for c in contexts[0])
         return stats
 
     def _combined(

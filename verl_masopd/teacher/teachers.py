@@ -15,6 +15,10 @@ With no entry that has a model path, the one teacher is `teacher.model_path`. Wi
 are the teachers; `teacher.model_path`, when set, must be one of them (it stays the model of PAC's
 model attribution), and null means the first.
 
+Self-distillation (`teacher.source` frozen or live, `self_teachers`): one teacher per policy, keyed
+by the policy's name and routed by it (route_by `policy`), so that a row is scored by its own
+policy, at step 0 (frozen) or now (live); the trainer builds their scorers.
+
 Routing: a response is scored by every teacher whose key equals its row's routing value and by
 every teacher whose key is null. Combination over the teachers T that score it, with
 m_t = (1/|y|) Σ_i ℓT_t(y_i | x_r, y_<i) over the generated tokens of the own-role pass:
@@ -42,6 +46,7 @@ from verl_masopd.defaults import packaged_default
 
 SECTION = "distillation.teacher_models"
 ROUTING = ("data_source", "role")
+POLICY = "policy"  # the routing of self-distillation's teachers, one per policy (not a user setting)
 WEIGHTINGS = ("fixed", "confidence")
 
 
@@ -67,6 +72,10 @@ class Teachers:
     @property
     def several(self) -> bool:
         return len(self.entries) > 1
+
+    def routing_value(self, role: str, policy: str, data_source: str) -> str:
+        """What a row is routed by: its role, its policy (self-distillation) or its problem's data_source."""
+        return {"role": role, POLICY: policy}.get(self.route_by, data_source)
 
     def scoring(self, routing_value: str) -> list[int]:
         """Indices of the teachers that score a row with `routing_value`."""
@@ -130,6 +139,11 @@ def read_teachers(config: DictConfig, primary: str | None) -> Teachers:
         "set it to one of them or to null (the first)",
     )
     return Teachers(tuple(entries), route_by, weighting, float(temperature))
+
+
+def self_teachers(policy_paths: dict[str, str]) -> Teachers:
+    """Self-distillation's teachers (module doc): policy name → the folder the policy starts from."""
+    return Teachers(tuple(Teacher(p, path, key=p) for p, path in policy_paths.items()), route_by=POLICY)
 
 
 def check_teachers(teachers: Teachers, routing_values: set[str], uses_topk: bool) -> None:

@@ -37,7 +37,7 @@ from verl.utils.tracking import Tracking
 
 from verl_masopd.algos.checks import validate_estimator_config
 from verl_masopd.algos.per_role import PER_ROLE
-from verl_masopd.algos.specs import OPTION_SECTIONS, EstimatorSettings
+from verl_masopd.algos.specs import OPTION_SECTIONS, SELF_SOURCES, EstimatorSettings
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.context import LAYOUTS
 from verl_masopd.engine.policy_engine import Lora
@@ -58,6 +58,11 @@ DEVICES = ("cpu", "cuda", "npu")
 VLLM_MAX_LORA_RANK = 512  # the largest of vLLM's allowed `max_lora_rank` values (vllm.config.lora.MaxLoRARanks)
 LORA_BASE = "lora_base"  # the teacher is a LoRA policy's base model, scored on its engine with the adapter off
 TEACHER_BACKENDS = ("engine", "vllm", LORA_BASE)
+# teacher.source: a model of its own (path), or each policy itself, at step 0 (frozen) or now (live)
+PATH = "path"
+FROZEN, LIVE = SELF_SOURCES
+TEACHER_SOURCES = (PATH, FROZEN, LIVE)
+REFERENCE = "reference"  # teacher.privileged: the problem's reference in the teacher's contexts
 
 
 def _one_of(key: str, value, choices) -> None:
@@ -131,10 +136,35 @@ class TeacherSection:
     max_context_length: int
     share_prefix: Optional[bool]
     backend: str
+    source: str
+    privileged: Optional[str]
 
     def __post_init__(self):
         _at_least("teacher.max_context_length", self.max_context_length, 2)
         _one_of("teacher.backend", self.backend, TEACHER_BACKENDS)
+        _one_of("teacher.source", self.source, TEACHER_SOURCES)
+        require(
+            self.privileged in (None, REFERENCE),
+            "teacher.privileged",
+            f"must be null or {REFERENCE}, got {self.privileged!r}",
+        )
+        require(
+            self.source == PATH or not self.model_path,
+            "teacher.model_path",
+            f"must be null with teacher.source={self.source}: the teacher is each policy itself, got {self.model_path}",
+        )
+        require(
+            self.source == PATH or self.backend != LORA_BASE,
+            "teacher.backend",
+            f"lora_base names a model by teacher.model_path; with teacher.source={self.source} a LoRA policy's "
+            "teacher is already its own engine (frozen: adapter off, live: adapter on); use engine",
+        )
+        require(
+            self.source != LIVE or self.backend != "vllm",
+            "teacher.backend",
+            "vllm serves a fixed model; teacher.source=live scores with each policy's own engine, whose weights "
+            "are the policy's now: use engine",
+        )
         require(
             not (self.share_prefix is True and self.backend == "vllm"),
             "teacher.share_prefix",
@@ -238,6 +268,11 @@ class RunConfig:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
         return self.students.policy_paths.get(policy, self.students.path)
 
+    @property
+    def self_teacher(self) -> bool:
+        """teacher.source is frozen or live: each policy is its own teacher (no teacher model)."""
+        return self.teacher.source != PATH
+
     def teacher_policy(self) -> str | None:
         """teacher.backend=lora_base: the first policy with LoRA that starts from teacher.model_path
         (its engine scores as the teacher, adapter off); None otherwise."""
@@ -268,6 +303,14 @@ def resolve_config(cfg: DictConfig) -> None:
 
 def validate_config(cfg: DictConfig) -> RunConfig:
     """The run's settings from the composed config; raises ConfigError naming the culprit."""
+    source = OmegaConf.select(cfg, "teacher.source", default=PATH)
+    models = OmegaConf.select(cfg, "distillation.teacher_models", default=None) or {}
+    require(
+        source not in SELF_SOURCES or not any(entry and entry.get("model_path") for entry in models.values()),
+        "distillation.teacher_models",
+        f"the teachers are each policy itself with teacher.source={source}; models of their own need "
+        f"teacher.source={PATH}",
+    )
     teachers = read_teachers(cfg, OmegaConf.select(cfg, "teacher.model_path", default=None))
     if teachers.entries and not OmegaConf.select(cfg, "teacher.model_path", default=None):
         cfg.teacher.model_path = teachers.entries[0].model_path  # the first of several teachers
@@ -310,6 +353,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     if cfg.actor_rollout_ref.rollout.name == "vllm":
         _check_vllm_loras(loras)
     _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})
+    _check_frozen_loras(teacher, loras)
     train_files = _data_files(cfg, "data.train_files", required=True)
     val_files = _data_files(cfg, "data.val_files", required=False)
     _check_loggers(cfg)
@@ -447,6 +491,21 @@ def _check_lora_base(teacher: TeacherSection, loras: dict, policy_paths: dict[st
         f"lora_base scores with a LoRA policy's base model, adapter off, so it needs a policy with LoRA "
         f"(actor_rollout_ref.model.lora_rank > 0) that starts from teacher.model_path={teacher.model_path}; "
         f"the LoRA policies start from {bases or 'nothing: LoRA is off'}",
+    )
+
+
+def _check_frozen_loras(teacher: TeacherSection, loras: dict) -> None:
+    """teacher.source=frozen scores a LoRA policy with its adapter off, which is the policy at step 0
+    only when the adapter starts at B = 0, not from a saved adapter (lora_adapter_path)."""
+    if teacher.source != FROZEN:
+        return
+    started = sorted(p for p, lora in loras.items() if lora is not None and lora.adapter_path)
+    require(
+        not started,
+        "actor_rollout_ref.model.lora_adapter_path",
+        f"teacher.source=frozen scores a LoRA policy with its adapter off (its step-0 weights when the adapter "
+        f"starts at zero), but {', '.join(started)} start from a saved adapter; merge it into the base model "
+        f"(python -m verl_masopd.merge_adapter) and start from that folder",
     )
 
 

@@ -49,6 +49,7 @@ from verl_masopd.rollout.batch import to_dataproto
 from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager, RolloutMetrics
+from verl_masopd.rollout.policies import policy_of
 from verl_masopd.rollout.records import RolloutGroup, episodes_of
 from verl_masopd.rollout.summary import summarize
 from verl_masopd.rollout.tree import TreeSampler
@@ -63,7 +64,7 @@ from verl_masopd.teacher.engine_scorer import AdapterOff, EngineTeacherScorer
 from verl_masopd.teacher.judging import JudgeScoring
 from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
-from verl_masopd.teacher.teachers import Teacher, check_teachers
+from verl_masopd.teacher.teachers import POLICY, Teacher, Teachers, check_teachers, self_teachers
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
@@ -72,7 +73,16 @@ from verl_masopd.trainer.checkpoint import (
     prepare_checkpoint_folder,
     save_checkpoint,
 )
-from verl_masopd.trainer.config import LORA_BASE, ConfigError, DataSection, resolve_config, validate_config
+from verl_masopd.trainer.config import (
+    FROZEN,
+    LIVE,
+    LORA_BASE,
+    REFERENCE,
+    ConfigError,
+    DataSection,
+    resolve_config,
+    validate_config,
+)
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.distillation_loss import DistillationActorLoss
 from verl_masopd.trainer.placement import EnginePlacement
@@ -121,11 +131,14 @@ class Trainer:
         domain = self.run.workflow.domain
         self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
+        self.teachers = self._teachers()
         if self.estimator.needs_teacher:
-            check_teachers(self.run.teachers, self._routing_values(), self.estimator.distillation.uses_topk)
+            check_teachers(self.teachers, self._routing_values(), self.estimator.distillation.uses_topk)
 
         self.teacher_models = self._teacher_models()
-        teacher_engines = len(self.teacher_models) * (self.run.teacher.backend == "engine")
+        # the teacher models loaded: each teacher's (path), one frozen copy per starting folder (frozen)
+        loaded = len(self._frozen_copies()) if self.run.self_teacher else len(self.teacher_models)
+        teacher_engines = loaded * (self.run.teacher.backend == "engine")
         engines = len(self.run.policies) + teacher_engines + int(self.estimator.needs_reference)
         num_cpus = None
         if self.hybrid and self.run.trainer.device == "cpu":
@@ -134,7 +147,7 @@ class Trainer:
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
         # standalone vLLM servers: the teacher's, and one per base model of the LoRA policies
-        standalone = len(self.teacher_models) * (self.run.teacher.backend == VLLM)
+        standalone = loaded * (self.run.teacher.backend == VLLM)
         if adapters:
             standalone += len({self.run.policy_path(p) for p in self.run.policies})
         server_gpus = rollout_world_size(cfg) * standalone
@@ -149,7 +162,8 @@ class Trainer:
         if self.estimator.needs_reference:
             self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
         topk = self.estimator.distillation.topk if self.estimator.distillation.uses_topk else 0
-        scorers = {t.name: self._teacher_scorer(t, topk) for t in self.teacher_models}
+        frozen: dict[str, object] = {}  # starting folder → the frozen copy's scorer, shared by its policies
+        scorers = {t.name: self._teacher_scorer(t, topk, frozen) for t in self.teacher_models}
         if self.estimator.needs_teacher:
             self.teacher, self.attributor = self._build_teacher(list(scorers.values()), topk)
         if self.estimator.needs_judge:
@@ -222,16 +236,35 @@ class Trainer:
             EngineSettings(model_path=model_path, forward_only=True, dtype=self.run.engines.dtype), name
         )
 
+    def _teachers(self) -> Teachers:
+        """The run's teachers: those of the config (teacher.source=path), or with frozen or live one per
+        policy whose rows a teacher scores, the policy itself (teacher/teachers.py, `self_teachers`)."""
+        if not self.run.self_teacher:
+            return self.run.teachers
+        scored = set(self._scored_roles()) if self.estimator.needs_teacher else set(self.workflow.roles)
+        sharing = self.run.workflow.policy_sharing
+        policies = dict.fromkeys(policy_of(a, sharing) for a in self.workflow.agents if a.role in scored)
+        return self_teachers({p: self.run.policy_path(p) for p in policies})
+
+    def _frozen_copies(self) -> set[str]:
+        """teacher.source=frozen: the starting folders the frozen teacher loads a model of, one each;
+        a LoRA policy scored on the engine needs none, its base model with the adapter off being its
+        step-0 weights."""
+        if self.run.teacher.source != FROZEN:
+            return set()
+        adapter_off = self.run.teacher.backend != VLLM
+        return {t.model_path for t in self._teacher_models() if not (adapter_off and self.run.loras.get(t.key))}
+
     def _teacher_models(self) -> list[Teacher]:
         """The teachers the run loads: every teacher when an estimator reads the teacher's scores,
         else the judge's one when an estimator reads a judge's; none otherwise."""
         if self.estimator.needs_teacher:
-            return list(self.run.teachers.entries)
+            return list(self.teachers.entries)
         return [self._judge_teacher()] if self.estimator.needs_judge else []
 
     def _judge_teacher(self) -> Teacher:
         """The judge: the teacher of `teacher.model_path` (the first when it names none)."""
-        entries = self.run.teachers.entries
+        entries = self.teachers.entries
         return next((t for t in entries if t.model_path == self.run.teacher.model_path), entries[0])
 
     def _build_teacher(self, scorers: list, topk: int) -> tuple[TeacherScoring, Attributor | None]:
@@ -242,6 +275,7 @@ class Trainer:
             self.run.teacher.max_context_length,
             self.run.pac.reveal_reference,
             layout=self.run.workflow.context_layout,
+            reference=self.run.teacher.privileged == REFERENCE,
         )
         scoring = TeacherScoring(
             builder,
@@ -250,33 +284,69 @@ class Trainer:
             self.run.pac.enable,
             self._scored_roles(),
             topk=topk,
-            teachers=self.run.teachers,
+            teachers=self.teachers,
         )
         if not self.run.pac.enable:
             return scoring, None
-        judge = HFBackend(self.run.teacher.model_path) if self.run.pac.attribution == "model" else None
+        # the attribution model: the teacher model, or with teacher.source frozen or live the students'
+        # starting model
+        model = self.run.teacher.model_path or self.run.students.path
+        judge = HFBackend(model) if self.run.pac.attribution == "model" else None
         return scoring, Attributor(self.workflow, self.run.pac.attribution, judge, self.tokenizer)
 
-    def _teacher_scorer(self, teacher: Teacher, topk: int):
-        """The scorer of one teacher on the run's teacher backend (one set of servers or one engine each)."""
-        if self.run.teacher.backend == VLLM:
-            name = "teacher" if not self.run.teachers.several else f"teacher_{teacher.name}"
-            servers = VllmTeacher(self.cfg, teacher.model_path, self.run.engines.dtype, name=name, topk=topk)
-            self.servers.append(servers)
-            return servers.scorer
+    def _teacher_scorer(self, teacher: Teacher, topk: int, frozen: dict):
+        """The scorer of one teacher on the run's teacher backend (one set of servers or one engine each);
+        with teacher.source frozen or live, of one policy (`_self_scorer`)."""
+        if self.run.self_teacher:
+            return self._self_scorer(teacher, topk, frozen)
         if self.run.teacher.backend == LORA_BASE:
             engine = AdapterOff(self.policies[self.run.teacher_policy()].engine)
-        else:
-            engine = self._engine(teacher.model_path, "teacher" if not self.run.teachers.several else teacher.name)
+            return EngineTeacherScorer(engine, self.pad_id, share_prefix=self.run.teacher.share_prefix)
+        return self._model_scorer(teacher, topk, "teacher" if not self.run.teachers.several else teacher.name)
+
+    def _model_scorer(self, teacher: Teacher, topk: int, name: str):
+        """A scorer over a model of its own (`teacher.model_path`): vLLM servers named `teacher_{name}`
+        (`teacher` for the one teacher) or a forward-only engine named `name`."""
+        if self.run.teacher.backend == VLLM:
+            servers_name = "teacher" if name == "teacher" else f"teacher_{name}"
+            servers = VllmTeacher(self.cfg, teacher.model_path, self.run.engines.dtype, name=servers_name, topk=topk)
+            self.servers.append(servers)
+            return servers.scorer
+        engine = self._engine(teacher.model_path, name)
         return EngineTeacherScorer(engine, self.pad_id, share_prefix=self.run.teacher.share_prefix)
+
+    def _self_scorer(self, teacher: Teacher, topk: int, frozen: dict):
+        """Self-distillation's scorer of policy `teacher.key`:
+        live     the policy's own engine, whose weights are the policy's now (before this step's update;
+                 adapter on); a hybrid vLLM worker scores through its log-prob pass, no shared prefixes
+        frozen   a LoRA policy's engine with the adapter off (B = 0 at step 0, so the base is the initial
+                 policy); else a frozen copy of the starting folder on the teacher backend (a forward-only
+                 engine or vLLM servers), one per folder, shared by the policies that start from it."""
+        engine = self.policies[teacher.key].engine
+        share = self.run.teacher.share_prefix
+        if self.run.teacher.source == LIVE:
+            require(
+                not (self.hybrid and topk),
+                "teacher.source",
+                "live with a top-k distillation mode needs the policy engine's packed forward, which the vllm "
+                "path's hybrid workers do not have; use actor_rollout_ref.rollout.name=hf, LoRA, or a frozen teacher",
+            )
+            return EngineTeacherScorer(engine, self.pad_id, share_prefix=share and not self.hybrid)
+        if teacher.model_path not in self._frozen_copies():
+            return EngineTeacherScorer(AdapterOff(engine), self.pad_id, share_prefix=share)
+        if teacher.model_path not in frozen:
+            frozen[teacher.model_path] = self._model_scorer(teacher, topk, f"frozen_{teacher.key}")
+        return frozen[teacher.model_path]
 
     def _scored_roles(self) -> list[str]:
         return [r for r in self.workflow.roles if self.estimator.role_estimator(r).settings.uses_teacher]
 
     def _routing_values(self) -> set[str]:
         """The values rows are routed to teachers by (distillation.teacher_key): the scored roles,
-        or the training problems' data_source."""
-        if self.run.teachers.route_by == "role":
+        or the training problems' data_source; with teacher.source frozen or live the policies."""
+        if self.teachers.route_by == POLICY:
+            return {t.key for t in self.teachers.entries}
+        if self.teachers.route_by == "role":
             return set(self._scored_roles())
         return {p.data_source for p in self.stream.problems}
 
