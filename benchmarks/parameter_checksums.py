@@ -1,6 +1,9 @@
 """A SHA-256 of every policy's parameters (and MARFT's critic head) after two training steps of
 each estimator on the tiny CPU setup, fixed seeds: the same run before and after a refactoring
-must give the same digests.
+must give the same digests. Digests depend on the CPU's floating-point kernels (MKL's matrix
+products, torch's vectorised random numbers and softmax), not on the thread count or the load:
+compare runs of one machine (the results' machine_at_end names the processor and torch's CPU
+capability), and rerun the "before" tree there rather than reading an earlier session's file.
 
 The setup is the integration test's (tests/integration/test_trainer_estimators.py): the tiny
 student and teacher, one built-in problem per step, G = 2, horizon 2, 24 response tokens, local
@@ -86,6 +89,14 @@ def checksums(estimator: str, common: list[str], data: dict[str, Path], work: Pa
     return out
 
 
+def folder_digest(folder: str) -> str:
+    """SHA-256 of the model's safetensors files, in name order."""
+    sha = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        sha.update(path.read_bytes())
+    return sha.hexdigest()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="parameter_checksums", help="results file name")
@@ -124,6 +135,8 @@ def main() -> None:
         "setup": "tests/integration/test_trainer_estimators.py's overrides, scripted-mix backend, seed 0",
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
         "models": {"student": student, "teacher": teacher},
+        # the weights themselves: a model folder of the same path holds other weights on another CPU
+        "model_digests": {"student": folder_digest(student), "teacher": folder_digest(teacher)},
         "overrides": args.set,
         "checksums": {e: checksums(e, common, data, work) for e in estimators},
     }
