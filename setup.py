@@ -23,6 +23,8 @@ INSTALL_REQUIRES = [
     "sortedcontainers>=2.4",
     # The report's figures (python -m verl_masopd.report); its TensorBoard reader comes with verl.
     "matplotlib>=3.8",
+    # The report's seed-paired differences: the Student t quantile of their intervals.
+    "scipy>=1.11",
     # Retrieval for search agents (verl_masopd/retrieval): BM25 over sparse matrices, English stems;
     # its server also uses uvicorn and fastapi below.
     "bm25s>=0.3.16,<0.4",
