@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from verl_masopd.retrieval import BM25Index, CorpusError, NotAnIndex, build_index, render_observation
-from verl_masopd.retrieval.index import best_positive
+from verl_masopd.retrieval.topk import best_positive
 
 SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wiki18_corpus" / "sample_data.jsonl"
 needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason=f"wiki-18 sample not found at {SAMPLE}")

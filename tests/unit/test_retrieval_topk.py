@@ -1,0 +1,68 @@
+"""The pruned top k (retrieval/topk.py) against exhaustive scoring of every passage, on a bm25s
+index of made-up passages whose words follow a Zipf law (so that queries mix rare and common
+words, and ties are common): the same passages in the same order with bit-equal scores."""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+import pytest
+
+from verl_masopd.retrieval.topk import PrunedScorer, column_maxima
+
+WORDS = [f"w{i}" for i in range(3000)]
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    rng = np.random.default_rng(0)
+    weights = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
+    drawn = rng.choice(len(WORDS), size=(4000, 30), p=weights / weights.sum())
+    lengths = rng.integers(5, 31, size=len(drawn))
+    corpus = [[WORDS[w] for w in row[:n]] for row, n in zip(drawn, lengths, strict=True)]
+    bm25 = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+    bm25.index(bm25s.tokenization.Tokenized(*_ids(corpus)), show_progress=False)
+    m = bm25.scores
+    return PrunedScorer(m["data"], m["indices"], m["indptr"], m["num_docs"]), rng
+
+
+def _ids(corpus):
+    vocab = {w: i for i, w in enumerate(sorted({w for doc in corpus for w in doc}))}
+    return [[vocab[w] for w in doc] for doc in corpus], vocab
+
+
+def reference(scorer: PrunedScorer, ids: list[int], k: int):
+    scores = scorer.exhaustive(ids)
+    order = sorted(np.flatnonzero(scores > 0).tolist(), key=lambda d: (-scores[d], d))[:k]
+    return order, scores[order]
+
+
+def test_the_pruned_top_k_is_the_exhaustive_one(scorer):
+    scorer, rng = scorer
+    terms = len(scorer.indptr) - 1
+    pruned = 0
+    for _ in range(400):
+        # random words, rare and common mixed, repeats allowed as in a real query
+        ids = rng.integers(0, terms, size=rng.integers(1, 9)).tolist()
+        for k in (1, 3, 10):
+            docs, scores = scorer.top(ids, k)
+            expected_docs, expected_scores = reference(scorer, ids, k)
+            assert docs.tolist() == expected_docs
+            assert scores.tobytes() == np.asarray(expected_scores, dtype=np.float32).tobytes()
+        candidates = scorer.candidates(ids, 3)
+        pruned += candidates is not None and len(candidates) < np.count_nonzero(scorer.exhaustive(ids))
+    assert pruned > 100  # most queries were answered from a fraction of the matching passages
+
+
+def test_common_words_only_fall_back_to_exhaustive_scoring(scorer):
+    scorer, _ = scorer
+    common = np.argsort(-np.diff(scorer.indptr))[:6].tolist()
+    assert scorer.candidates(common, 3) is None
+    docs, _ = scorer.top(common, 3)
+    assert docs.tolist() == reference(scorer, common, 3)[0]
+
+
+def test_column_maxima_by_hand():
+    data = np.array([0.5, 2.0, 1.0, 3.0, 0.25], dtype=np.float32)
+    indptr = np.array([0, 2, 2, 4, 5])  # columns [0.5, 2.0], [], [1.0, 3.0], [0.25]
+    assert column_maxima(data, indptr).tolist() == [2.0, 0.0, 3.0, 0.25]
