@@ -5,10 +5,14 @@ Corpora: a wiki-18 corpus file (--sample, e.g. the 1,000-passage sample of Flash
 start) and synthetic corpora of --sizes passages (a title of two words, then 100 words drawn from
 a Zipf-distributed vocabulary of 50,000 made-up words). Queries: 6 consecutive words of randomly
 chosen passages (so each has matches), the same queries for every measurement of a corpus.
-Measured: one query per call, batches of 64 queries per call, and over HTTP one query per request
-from 1 and from 8 client threads (the server serves every rollout worker). Peak RSS is the
-process's maximum so far, read after each build. second_build_reuse_s is a second `build_index` of the
-same corpus (its digest checked, the index kept); load_mmap_s opens the index memory-mapped.
+Measured: one query per call, from 1 and from 2 threads (wall clock, and the process's CPU
+seconds per query, which the other jobs of a shared machine do not inflate), batches of 64 queries
+per call, and over HTTP one query per request from 1 and from 8 client threads (the server serves
+every rollout worker). The index's search (retrieval/topk.py, pruned) is checked against
+exhaustive scoring of every passage (the scorer's reference, one query per call, also timed): the
+share of queries whose top 3 are the same passages with the same scores. Peak RSS is the process's
+maximum so far, read after each build. second_build_reuse_s is a second `build_index` of the same
+corpus (its digest checked, the index kept); load_mmap_s opens the index memory-mapped.
 
 Usage: python benchmarks/retrieval_throughput.py [--sample FILE] [--sizes 100000 1000000]
        [--queries 500] [--workdir DIR] [--name NAME]
@@ -80,11 +84,41 @@ def rate(count: int, seconds: float) -> float:
     return round(count / seconds, 1)
 
 
+def timed(work) -> tuple[float, float]:
+    """Wall and process CPU seconds of `work()`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def exhaustive_top(index: BM25Index, query: str, k: int) -> list[tuple[int, float]]:
+    """The top k by scoring every passage: the reference the index's search must equal."""
+    [tokens] = index._query_tokens([query])
+    ids = index._bm25.get_tokens_ids(tokens)
+    if not ids:
+        return []
+    scores = index._scorer.exhaustive(ids)
+    positive = np.flatnonzero(scores > 0)
+    best = positive[np.lexsort((positive, -scores[positive]))[:k]]
+    return [(int(n), float(scores[n])) for n in best]
+
+
+def measure_exactness(index: BM25Index, queries: list[str]) -> dict:
+    found = [[(p.id, p.score) for p in hits] for hits in index.search(queries, 3)]
+    reference = []
+    wall, cpu = timed(lambda: reference.extend(exhaustive_top(index, query, 3) for query in queries))
+    same = sum(a == [(index.passage(n).id, s) for n, s in b] for a, b in zip(found, reference, strict=True))
+    return {
+        "exhaustive_one_per_call_qps": rate(len(queries), wall),
+        "exhaustive_cpu_ms_per_query": round(1000 * cpu / len(queries), 3),
+        "same_top3_as_exhaustive": round(same / len(queries), 4),
+    }
+
+
 def measure_queries(index: BM25Index, queries: list[str]) -> dict:
-    start = time.perf_counter()
-    for query in queries:
-        index.search([query], 3)
-    single = time.perf_counter() - start
+    single, single_cpu = timed(lambda: [index.search([query], 3) for query in queries])
+    with ThreadPoolExecutor(2) as pool:
+        two, two_cpu = timed(lambda: list(pool.map(lambda query: index.search([query], 3), queries)))
     start = time.perf_counter()
     for first in range(0, len(queries), BATCH):
         index.search(queries[first : first + BATCH], 3)
@@ -104,6 +138,9 @@ def measure_queries(index: BM25Index, queries: list[str]) -> dict:
         "queries": len(queries),
         "in_process_one_per_call_qps": rate(len(queries), single),
         "in_process_ms_per_query": round(1000 * single / len(queries), 3),
+        "in_process_cpu_ms_per_query": round(1000 * single_cpu / len(queries), 3),
+        "in_process_2_threads_qps": rate(len(queries), two),
+        "in_process_2_threads_cpu_ms_per_query": round(1000 * two_cpu / len(queries), 3),
         f"in_process_batches_of_{BATCH}_qps": rate(len(queries), batched),
         "http_one_client_qps": rate(len(queries), http_one),
         "http_8_client_threads_qps": rate(len(queries), http_eight),
@@ -134,6 +171,7 @@ def measure_corpus(corpus: Path, out: Path, queries: int) -> dict:
         "index_mib": round(folder_bytes(out) / 2**20, 1),
         "peak_rss_mib_after_build": round(peak_rss_mib, 1),
         **measure_queries(index, sample_queries(index, queries)),
+        **measure_exactness(index, sample_queries(index, queries)),
     }
 
 

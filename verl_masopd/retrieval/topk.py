@@ -13,31 +13,23 @@ can reach the top k: the candidates are the passages already seen, and each furt
 adds to them (looked up by binary search in its column) while the candidates with
 p(d) + R < θ are dropped. The survivors' scores are then summed exactly as the exhaustive
 scoring sums them, so the result is the exhaustive top k to the last bit. Bounds carry a margin
-of `MARGIN` (relative) for float rounding. A query whose pruning never starts before it has
-read `DENSE_FRACTION` of a score per passage is scored exhaustively instead.
+of `MARGIN` (relative) for float rounding. A query whose pruning has not started after reading
+`DENSE_FRACTION` of a score per passage is scored exhaustively instead.
+
+The loops are compiled by numba (at the first search of a process) and release the GIL, so
+searches from several threads run on several cores; each thread keeps its own scratch arrays
+of one number per passage.
 """
 
 from __future__ import annotations
 
+import threading
+
+import numba
 import numpy as np
 
 MARGIN = 1e-4
 DENSE_FRACTION = 0.125
-# Entries of a score array sampled to bound its k-th best score from below.
-TOPK_SAMPLE = 4096
-
-
-def best_positive(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the `k` highest positive scores, highest first, equal scores by position.
-
-    The k-th highest score of any subset is at most that of the whole array, so the k-th highest
-    of an evenly spaced sample leaves only the few candidates at or above it to sort (a full
-    partition of a million scores costs as much as scoring the query)."""
-    sample = scores[:: max(1, len(scores) // TOPK_SAMPLE)]
-    floor = np.partition(sample, -k)[-k] if len(sample) >= k else 0.0
-    candidates = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores > 0)
-    order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order[:k]]
 
 
 def column_maxima(data: np.ndarray, indptr: np.ndarray) -> np.ndarray:
@@ -50,83 +42,176 @@ def column_maxima(data: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return out
 
 
-class PrunedScorer:
-    """The top k of token-id queries over bm25s's score matrix; `exhaustive(ids)` is the score of
-    every passage, the reference it must agree with."""
+@numba.njit(nogil=True, cache=True)
+def _contribution(data, indices, indptr, term, doc):
+    """c(term, doc), 0 when the term is absent (binary search in the column)."""
+    low, high = indptr[term], indptr[term + 1]
+    while low < high:
+        mid = (low + high) // 2
+        if indices[mid] < doc:
+            low = mid + 1
+        else:
+            high = mid
+    if low < indptr[term + 1] and indices[low] == doc:
+        return data[low]
+    return np.float32(0.0)
 
-    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int, maxima=None):
-        # plain views of memory-mapped arrays: slicing a np.memmap costs more than the work here
+
+@numba.njit(nogil=True, cache=True)
+def _kth(values, n, k):
+    """The k-th largest of values[:n] (0 when n < k)."""
+    if n < k:
+        return 0.0
+    return np.partition(values[:n].copy(), n - k)[n - k]
+
+
+@numba.njit(nogil=True, cache=True)
+def _best(docs, scores, n, k):
+    """Indices into docs/scores of the k highest positive of scores[:n], equal scores by doc."""
+    chosen = np.empty(min(k, n), dtype=np.int64)
+    taken = np.zeros(n, dtype=np.bool_)
+    m = 0
+    for slot in range(len(chosen)):
+        best = -1
+        for i in range(n):
+            if taken[i] or not scores[i] > 0:
+                continue
+            if best < 0 or scores[i] > scores[best] or (scores[i] == scores[best] and docs[i] < docs[best]):
+                best = i
+        if best < 0:
+            break
+        taken[best] = True
+        chosen[slot] = best
+        m += 1
+    return chosen[:m]
+
+
+@numba.njit(nogil=True, cache=True)
+def _exhaustive(data, indices, indptr, ids, scores):
+    """s(d) into `scores` (zeros on entry), summed as bm25s sums it (float32, token order)."""
+    for t in ids:
+        for p in range(indptr[t], indptr[t + 1]):
+            scores[indices[p]] += data[p]
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_top(data, indices, indptr, ids, k, scores):
+    """The exhaustive top k; `scores` is scratch of one float32 per passage, zeros on entry and exit.
+    Passages in order, so a passage never displaces an equal score kept before it."""
+    _exhaustive(data, indices, indptr, ids, scores)
+    docs = np.zeros(k, dtype=np.int64)
+    kept = np.zeros(k, dtype=np.float32)
+    n = 0
+    for d in range(len(scores)):
+        s = scores[d]
+        scores[d] = 0.0
+        if not s > 0 or (n == k and not s > kept[k - 1]):
+            continue
+        i = min(n, k - 1)
+        while i > 0 and kept[i - 1] < s:
+            docs[i], kept[i] = docs[i - 1], kept[i - 1]
+            i -= 1
+        docs[i], kept[i] = d, s
+        n = min(n + 1, k)
+    return docs[:n], kept[:n]
+
+
+@numba.njit(nogil=True, cache=True)
+def _pruned_top(data, indices, indptr, ids, terms, counts, done, rest, k, budget, accumulator, seen, scores):
+    """The top k by MaxScore (module doc); `accumulator` and `scores` are float32 scratch of one
+    number per passage, zeros on entry and exit, `seen` a buffer of passages. `done[j]` and
+    `rest[j]` are the bounds' sums over terms[:j + 1] and terms[j + 1:]."""
+    n, read, j = 0, 0, 0
+    while j < len(terms):
+        t = terms[j]
+        read += indptr[t + 1] - indptr[t]
+        if read > budget:
+            for i in range(n):
+                accumulator[seen[i]] = 0.0
+            return _dense_top(data, indices, indptr, ids, k, scores)
+        for p in range(indptr[t], indptr[t + 1]):
+            d = indices[p]
+            if data[p] == 0:
+                continue
+            if accumulator[d] == 0.0:
+                seen[n] = d
+                n += 1
+            accumulator[d] += counts[j] * data[p]
+        j += 1
+        if rest[j - 1] >= done[j - 1]:
+            continue  # θ_j ≤ max p_j ≤ Σ_{t in T_j} u(t): pruning cannot start yet
+        partial = np.empty(n, dtype=np.float64)
+        for i in range(n):
+            partial[i] = accumulator[seen[i]]
+        if rest[j - 1] < _kth(partial, n, k) * (1 - MARGIN):
+            break
+    docs = seen[:n].copy()
+    partial = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        partial[i] = accumulator[docs[i]]
+        accumulator[docs[i]] = 0.0
+    for t in range(j, len(terms) + 1):
+        theta = _kth(partial, n, k) * (1 - MARGIN)
+        kept = 0
+        for i in range(n):
+            if partial[i] + rest[t - 1] >= theta:
+                docs[kept], partial[kept] = docs[i], partial[i]
+                kept += 1
+        n = kept
+        if t == len(terms):
+            break
+        for i in range(n):
+            partial[i] += counts[t] * _contribution(data, indices, indptr, terms[t], docs[i])
+    exact = np.zeros(n, dtype=np.float32)
+    for term in ids:
+        for i in range(n):
+            exact[i] += _contribution(data, indices, indptr, term, docs[i])
+    order = _best(docs, exact, n, k)
+    return docs[order], exact[order]
+
+
+class PrunedScorer:
+    """The top k of token-id queries over bm25s's score matrix; thread-safe."""
+
+    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int):
+        # plain views of memory-mapped arrays (numba reads them in place)
         self.data, self.indices, self.indptr = np.asarray(data), np.asarray(indices), np.asarray(indptr)
         self.num_docs = int(num_docs)
-        self.maxima = column_maxima(self.data, self.indptr) if maxima is None else maxima
+        self.maxima = column_maxima(self.data, self.indptr)
+        self._scratch = threading.local()
 
-    def _column(self, term: int) -> tuple[np.ndarray, np.ndarray]:
-        start, end = self.indptr[term], self.indptr[term + 1]
-        return self.indices[start:end], self.data[start:end]
-
-    def _lookup(self, term: int, docs: np.ndarray) -> np.ndarray:
-        """c(term, d) for each of the sorted passages `docs`, 0 where the term is absent (float32)."""
-        rows, values = self._column(term)
-        if not len(rows):
-            return np.zeros(len(docs), dtype=np.float32)
-        at = np.minimum(np.searchsorted(rows, docs), len(rows) - 1)
-        return np.where(rows[at] == docs, values[at], np.float32(0))
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not hasattr(self._scratch, "accumulator"):
+            self._scratch.accumulator = np.zeros(self.num_docs, dtype=np.float32)
+            self._scratch.scores = np.zeros(self.num_docs, dtype=np.float32)
+            self._scratch.seen = np.empty(int(DENSE_FRACTION * self.num_docs) + 1, dtype=np.int64)
+        return self._scratch.accumulator, self._scratch.seen, self._scratch.scores
 
     def exhaustive(self, ids: list[int]) -> np.ndarray:
-        """s(d) for every passage, summed as bm25s sums it (float32, token order; a column's rows
-        are distinct, so a scatter add is exact)."""
+        """s(d) for every passage, summed as bm25s sums it: the reference of `top`."""
         scores = np.zeros(self.num_docs, dtype=np.float32)
-        for term in ids:
-            rows, values = self._column(term)
-            scores[rows] += values
+        _exhaustive(self.data, self.indices, self.indptr, np.asarray(ids, dtype=np.int64), scores)
         return scores
 
-    def _kth(self, partial: np.ndarray, k: int) -> float:
-        return float(np.partition(partial, -k)[-k]) if len(partial) >= k else 0.0
-
-    def candidates(self, ids: list[int], k: int) -> np.ndarray | None:
-        """The passages that can be in the top k, sorted; None when pruning does not pay (module doc)."""
-        terms, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+    def top(self, ids: list[int], k: int, budget: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and scores of the k highest positive s(d), highest first, equal scores by
+        position: the exhaustive top k (module doc). `budget`: the scores read before falling
+        back to exhaustive scoring (default DENSE_FRACTION of the passages)."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        ids = np.asarray(ids, dtype=np.int64)
+        if not len(ids):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        terms, counts = np.unique(ids, return_counts=True)
         bounds = counts * self.maxima[terms]
         order = np.argsort(-bounds, kind="stable")
-        terms, counts, bounds = terms[order], counts[order], bounds[order]
-        rest = np.concatenate([np.cumsum(bounds[::-1])[::-1][1:], [0.0]]) * (1 + MARGIN)
-        budget, read = DENSE_FRACTION * self.num_docs, 0
-        docs = np.zeros(0, dtype=self.indices.dtype)
-        partial = np.zeros(0, dtype=np.float64)
-        j = 0
-        while j < len(terms):
-            rows, values = self._column(terms[j])
-            read += len(rows)
-            if read > budget:
-                return None
-            merged = np.concatenate([docs, rows])
-            docs, where = np.unique(merged, return_inverse=True)
-            weights = np.concatenate([partial, counts[j] * values.astype(np.float64)])
-            partial = np.bincount(where, weights=weights, minlength=len(docs))
-            j += 1
-            if rest[j - 1] < self._kth(partial, k) * (1 - MARGIN):
-                break
-        for t in range(j, len(terms)):
-            theta = self._kth(partial, k) * (1 - MARGIN)
-            keep = partial + rest[t - 1] >= theta
-            docs, partial = docs[keep], partial[keep]
-            partial = partial + counts[t] * self._lookup(terms[t], docs).astype(np.float64)
-        theta = self._kth(partial, k) * (1 - MARGIN)
-        return docs[partial >= theta]
-
-    def top(self, ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Positions and scores of the k highest positive s(d), highest first, equal scores by
-        position: the exhaustive top k (module doc)."""
-        docs = self.candidates(ids, k)
-        if docs is None:
-            scores = self.exhaustive(ids)
-            best = best_positive(scores, k)
-            return best, scores[best]
-        scores = np.zeros(len(docs), dtype=np.float32)
-        for term in ids:
-            scores += self._lookup(term, docs)
-        positive = scores > 0
-        docs, scores = docs[positive], scores[positive]
-        order = np.lexsort((docs, -scores))[:k]
-        return docs[order], scores[order]
+        terms, counts, bounds = terms[order], counts[order].astype(np.float64), bounds[order]
+        rest = np.append(np.cumsum(bounds[::-1])[::-1][1:], 0.0) * (1 + MARGIN)
+        done = np.cumsum(bounds)
+        budget = int(DENSE_FRACTION * self.num_docs) if budget is None else budget
+        accumulator, seen, scores = self._buffers()
+        if len(seen) <= budget:
+            seen = np.empty(budget + 1, dtype=np.int64)
+        return _pruned_top(
+            self.data, self.indices, self.indptr, ids, terms, counts, done, rest, k, budget, accumulator, seen, scores
+        )
