@@ -29,6 +29,8 @@ INSTALL_REQUIRES = [
     # its server also uses uvicorn and fastapi below.
     "bm25s>=0.3.16,<0.4",
     "PyStemmer>=3.1,<4",
+    # The pruned BM25 top k (verl_masopd/retrieval/topk.py), compiled, off the GIL.
+    "numba>=0.59",
     # Modules verl 0.9.1 imports without declaring them in its base requirements.
     "pillow",
     "cachetools",
