@@ -16,8 +16,11 @@ corpus (its digest checked, the index kept); load_mmap_s opens the index memory-
 each term's highest score), first_search_s is the first search of the process (numba compiles the
 scorer, or loads it from its cache).
 
+--built measures index folders built before (e.g. by `python -m verl_masopd.retrieval index` on a
+corpus this script wrote) as they are, their build seconds read from their manifest.
+
 Usage: python benchmarks/retrieval_throughput.py [--sample FILE] [--sizes 100000 1000000]
-       [--queries 500] [--workdir DIR] [--name NAME]
+       [--built DIR ...] [--queries 500] [--workdir DIR] [--name NAME]
 Writes benchmarks/results/NAME.json (default retrieval_throughput) and prints it.
 """
 
@@ -162,6 +165,16 @@ def measure_corpus(corpus: Path, out: Path, queries: int) -> dict:
     start = time.perf_counter()
     assert not build_index(corpus, out), "expected the second build to reuse the index"
     rebuild_s = time.perf_counter() - start
+    return {
+        "corpus_mib": round(corpus.stat().st_size / 2**20, 1),
+        "build_s": round(build_s, 2),
+        "second_build_reuse_s": round(rebuild_s, 2),
+        "peak_rss_mib_after_build": round(peak_rss_mib, 1),
+        **measure_index(out, queries),
+    }
+
+
+def measure_index(out: Path, queries: int) -> dict:
     start = time.perf_counter()
     index = BM25Index(out)
     load_s = time.perf_counter() - start
@@ -170,13 +183,9 @@ def measure_corpus(corpus: Path, out: Path, queries: int) -> dict:
     first_s = time.perf_counter() - start
     return {
         "passages": len(index),
-        "corpus_mib": round(corpus.stat().st_size / 2**20, 1),
-        "build_s": round(build_s, 2),
-        "second_build_reuse_s": round(rebuild_s, 2),
         "load_mmap_s": round(load_s, 3),
         "first_search_s": round(first_s, 3),
         "index_mib": round(folder_bytes(out) / 2**20, 1),
-        "peak_rss_mib_after_build": round(peak_rss_mib, 1),
         **measure_queries(index, sample_queries(index, queries)),
         **measure_exactness(index, sample_queries(index, queries)),
     }
@@ -189,12 +198,21 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--workdir", type=Path, help="where corpora and indexes go (default: a temp dir)")
     parser.add_argument("--name", default="retrieval_throughput")
+    parser.add_argument(
+        "--built", type=Path, nargs="*", default=[], help="index folders built before, measured as they are"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="retrieval-bench-", dir=args.workdir))
     report: dict = {"settings": {"topk": 3, "query_words": QUERY_WORDS, "vocabulary": VOCABULARY}, "corpora": {}}
     try:
         if args.sample is not None:
             report["corpora"]["sample"] = measure_corpus(args.sample, workdir / "sample-index", args.queries)
+        for folder in args.built:
+            manifest = json.loads((folder / "index.json").read_text())
+            report["corpora"][f"built_{manifest['passages']}"] = {
+                "build_s_in_manifest": manifest["build_seconds"],
+                **measure_index(folder, args.queries),
+            }
         for size in args.sizes:
             corpus = workdir / f"synthetic-{size}.jsonl"
             start = time.perf_counter()
