@@ -3,6 +3,8 @@ answers as the retriever, equal queries searched once, counts and clearing, fail
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from verl_masopd.retrieval import BM25Index, SearchClient, ServerUnreachable
@@ -26,6 +28,25 @@ def test_answers_are_the_retrievers_and_equal_queries_are_searched_once(retrieva
     assert cache.stats() == {"lookups": 0, "hits": 0, "hit_rate": 0.0}
     cache.search([queries[0]], 3)
     assert cache.stats()["hits"] == 0
+
+
+def test_threads_asking_the_same_query_at_once_search_it_once(retrieval_index):
+    index = BM25Index(retrieval_index)
+    cache = QueryCache(index)
+    start = threading.Barrier(8)
+    found = []
+
+    def ask():
+        start.wait()
+        found.append(cache.search(["English Engine mountain reef"], 3))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == [index.search(["English Engine mountain reef"], 3)] * 8
+    assert cache.stats() == {"lookups": 8, "hits": 7, "hit_rate": 7 / 8}
 
 
 def test_a_failed_search_raises_and_keeps_nothing():
