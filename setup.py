@@ -23,10 +23,14 @@ INSTALL_REQUIRES = [
     "sortedcontainers>=2.4",
     # The report's figures (python -m verl_masopd.report); its TensorBoard reader comes with verl.
     "matplotlib>=3.8",
+    # The report's seed-paired differences: the Student t quantile of their intervals.
+    "scipy>=1.11",
     # Retrieval for search agents (verl_masopd/retrieval): BM25 over sparse matrices, English stems;
     # its server also uses uvicorn and fastapi below.
     "bm25s>=0.3.16,<0.4",
     "PyStemmer>=3.1,<4",
+    # The pruned BM25 top k (verl_masopd/retrieval/topk.py), compiled, off the GIL.
+    "numba>=0.59",
     # Modules verl 0.9.1 imports without declaring them in its base requirements.
     "pillow",
     "cachetools",

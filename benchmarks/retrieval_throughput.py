@@ -5,13 +5,22 @@ Corpora: a wiki-18 corpus file (--sample, e.g. the 1,000-passage sample of Flash
 start) and synthetic corpora of --sizes passages (a title of two words, then 100 words drawn from
 a Zipf-distributed vocabulary of 50,000 made-up words). Queries: 6 consecutive words of randomly
 chosen passages (so each has matches), the same queries for every measurement of a corpus.
-Measured: one query per call, batches of 64 queries per call, and over HTTP one query per request
-from 1 and from 8 client threads (the server serves every rollout worker). Peak RSS is the
-process's maximum so far, read after each build. second_build_reuse_s is a second `build_index` of the
-same corpus (its digest checked, the index kept); load_mmap_s opens the index memory-mapped.
+Measured: one query per call, from 1 and from 2 threads (wall clock, and the process's CPU
+seconds per query, which the other jobs of a shared machine do not inflate), batches of 64 queries
+per call, and over HTTP one query per request from 1 and from 8 client threads (the server serves
+every rollout worker). The index's search (retrieval/topk.py, pruned) is checked against
+bm25s's own scoring of every passage (the search before pruning, one query per call, also timed): the
+share of queries whose top 3 are the same passages with the same scores. Peak RSS is the process's
+maximum so far, read after each build. second_build_reuse_s is a second `build_index` of the same
+corpus (its digest checked, the index kept); load_mmap_s opens the index memory-mapped (and finds
+each term's highest score), first_search_s is the first search of the process (numba compiles the
+scorer, or loads it from its cache).
+
+--built measures index folders built before (e.g. by `python -m verl_masopd.retrieval index` on a
+corpus this script wrote) as they are, their build seconds read from their manifest.
 
 Usage: python benchmarks/retrieval_throughput.py [--sample FILE] [--sizes 100000 1000000]
-       [--queries 500] [--workdir DIR] [--name NAME]
+       [--built DIR ...] [--queries 500] [--workdir DIR] [--name NAME]
 Writes benchmarks/results/NAME.json (default retrieval_throughput) and prints it.
 """
 
@@ -80,11 +89,42 @@ def rate(count: int, seconds: float) -> float:
     return round(count / seconds, 1)
 
 
+def timed(work) -> tuple[float, float]:
+    """Wall and process CPU seconds of `work()`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def exhaustive_top(index: BM25Index, query: str, k: int) -> list[tuple[int, float]]:
+    """The top k of bm25s's own scoring of every passage: the reference the index's search must equal."""
+    [tokens] = index._query_tokens([query])
+    ids = index._bm25.get_tokens_ids(tokens)
+    if not ids:
+        return []
+    scores = index._bm25.get_scores_from_ids(ids)
+    floor = max(float(np.partition(scores, -k)[-k]), np.finfo(np.float32).tiny)
+    candidates = np.flatnonzero(scores >= floor) if len(scores) >= k else np.flatnonzero(scores > 0)
+    best = candidates[np.lexsort((candidates, -scores[candidates]))[:k]]
+    return [(int(n), float(scores[n])) for n in best]
+
+
+def measure_exactness(index: BM25Index, queries: list[str]) -> dict:
+    found = [[(p.id, p.score) for p in hits] for hits in index.search(queries, 3)]
+    reference = []
+    wall, cpu = timed(lambda: reference.extend(exhaustive_top(index, query, 3) for query in queries))
+    same = sum(a == [(index.passage(n).id, s) for n, s in b] for a, b in zip(found, reference, strict=True))
+    return {
+        "exhaustive_one_per_call_qps": rate(len(queries), wall),
+        "exhaustive_cpu_ms_per_query": round(1000 * cpu / len(queries), 3),
+        "same_top3_as_exhaustive": round(same / len(queries), 4),
+    }
+
+
 def measure_queries(index: BM25Index, queries: list[str]) -> dict:
-    start = time.perf_counter()
-    for query in queries:
-        index.search([query], 3)
-    single = time.perf_counter() - start
+    single, single_cpu = timed(lambda: [index.search([query], 3) for query in queries])
+    with ThreadPoolExecutor(2) as pool:
+        two, two_cpu = timed(lambda: list(pool.map(lambda query: index.search([query], 3), queries)))
     start = time.perf_counter()
     for first in range(0, len(queries), BATCH):
         index.search(queries[first : first + BATCH], 3)
@@ -104,6 +144,9 @@ def measure_queries(index: BM25Index, queries: list[str]) -> dict:
         "queries": len(queries),
         "in_process_one_per_call_qps": rate(len(queries), single),
         "in_process_ms_per_query": round(1000 * single / len(queries), 3),
+        "in_process_cpu_ms_per_query": round(1000 * single_cpu / len(queries), 3),
+        "in_process_2_threads_qps": rate(len(queries), two),
+        "in_process_2_threads_cpu_ms_per_query": round(1000 * two_cpu / len(queries), 3),
         f"in_process_batches_of_{BATCH}_qps": rate(len(queries), batched),
         "http_one_client_qps": rate(len(queries), http_one),
         "http_8_client_threads_qps": rate(len(queries), http_eight),
@@ -122,18 +165,29 @@ def measure_corpus(corpus: Path, out: Path, queries: int) -> dict:
     start = time.perf_counter()
     assert not build_index(corpus, out), "expected the second build to reuse the index"
     rebuild_s = time.perf_counter() - start
-    start = time.perf_counter()
-    index = BM25Index(out)
-    load_s = time.perf_counter() - start
     return {
-        "passages": len(index),
         "corpus_mib": round(corpus.stat().st_size / 2**20, 1),
         "build_s": round(build_s, 2),
         "second_build_reuse_s": round(rebuild_s, 2),
-        "load_mmap_s": round(load_s, 3),
-        "index_mib": round(folder_bytes(out) / 2**20, 1),
         "peak_rss_mib_after_build": round(peak_rss_mib, 1),
+        **measure_index(out, queries),
+    }
+
+
+def measure_index(out: Path, queries: int) -> dict:
+    start = time.perf_counter()
+    index = BM25Index(out)
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    index.search(["a first search compiles or loads the compiled scorer"], 3)
+    first_s = time.perf_counter() - start
+    return {
+        "passages": len(index),
+        "load_mmap_s": round(load_s, 3),
+        "first_search_s": round(first_s, 3),
+        "index_mib": round(folder_bytes(out) / 2**20, 1),
         **measure_queries(index, sample_queries(index, queries)),
+        **measure_exactness(index, sample_queries(index, queries)),
     }
 
 
@@ -144,12 +198,21 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--workdir", type=Path, help="where corpora and indexes go (default: a temp dir)")
     parser.add_argument("--name", default="retrieval_throughput")
+    parser.add_argument(
+        "--built", type=Path, nargs="*", default=[], help="index folders built before, measured as they are"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="retrieval-bench-", dir=args.workdir))
     report: dict = {"settings": {"topk": 3, "query_words": QUERY_WORDS, "vocabulary": VOCABULARY}, "corpora": {}}
     try:
         if args.sample is not None:
             report["corpora"]["sample"] = measure_corpus(args.sample, workdir / "sample-index", args.queries)
+        for folder in args.built:
+            manifest = json.loads((folder / "index.json").read_text())
+            report["corpora"][f"built_{manifest['passages']}"] = {
+                "build_s_in_manifest": manifest["build_seconds"],
+                **measure_index(folder, args.queries),
+            }
         for size in args.sizes:
             corpus = workdir / f"synthetic-{size}.jsonl"
             start = time.perf_counter()

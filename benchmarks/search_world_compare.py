@@ -31,7 +31,9 @@ per system, avg@k, pass@k and k/k (macro over the one- and two-hop questions, ev
 as mean ± std over seeds, failures, tokens; and multiagent-opd minus each other system with its
 95% paired bootstrap interval (report/qa_bootstrap.py), the unit a (seed, question) pair: seed s of
 one system is paired with seed s of the other on the same question, its k attempts kept
-together. The report tool's tables and figures (per seed) go to RUNS/report/.
+together; and the same differences paired by seed alone (each seed's macro value, report/paired.py:
+mean ± standard error, 95% t-interval). The report tool's tables and figures (per seed) go to
+RUNS/report/.
 
 Resumable as tiny_world_compare.py (done.json per run and evaluation; --archive keeps finished
 cells across sessions, benchmarks/results/search_world_compare_runs/ the committed one).
@@ -58,6 +60,7 @@ from results_file import RESULTS
 from verl_masopd.config import compose_config
 from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, read_attempts
 from verl_masopd.report.__main__ import write_report
+from verl_masopd.report.paired import paired_difference
 from verl_masopd.report.qa_bootstrap import paired_differences
 from verl_masopd.report.qa_scores import PER_QUESTION, system_scores
 from verl_masopd.tiny_world.search_demos import OPTIONS
@@ -193,11 +196,12 @@ def pooled(attempts: dict[int, list]) -> list:
 def summarize(runs: Path, names: list[str], seeds: list[int], resamples: int) -> dict:
     """Per system mean ± std over seeds of the macro metrics; the reference minus each other system."""
     attempts = {name: seed_attempts(runs, name, seeds) for name in names}
+    macro = {name: {s: system_scores(x).macro for s, x in by_seed.items()} for name, by_seed in attempts.items()}
     systems = {}
     for name, by_seed in attempts.items():
         if not by_seed:
             continue
-        macros = [system_scores(items).macro for items in by_seed.values()]
+        macros = list(macro[name].values())
         systems[name] = {
             "seeds": sorted(by_seed),
             **{
@@ -217,6 +221,12 @@ def summarize(runs: Path, names: list[str], seeds: list[int], resamples: int) ->
             a, b = (pooled({s: attempts[n][s] for s in common}) for n in (REFERENCE, name))
             d = paired_differences(a, b, (REFERENCE, name), resamples=resamples)
             differences[name] = {"seeds": common, **{m: x.as_dict() for m, x in d.macro.items()}}
+            by_seed = {}
+            for m in PER_QUESTION:
+                t = paired_difference(*({s: x[m] for s, x in macro[n].items()} for n in (REFERENCE, name)))
+                if t is not None:
+                    by_seed[m] = t.as_dict()
+            differences[name]["paired_by_seed"] = by_seed
     return {"systems": systems, "differences": differences}
 
 
@@ -244,6 +254,24 @@ def summary_markdown(summary: dict, k: int) -> str:
             f"{100 * d[m]['difference']:+.1f} [{100 * d[m]['low']:+.1f}, {100 * d[m]['high']:+.1f}]"
             for m in PER_QUESTION
         ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"{REFERENCE} minus each system, points, paired by seed (the seeds' macro values): mean ± standard"
+        " error [95% t-interval]:",
+        "",
+        f"| system | avg@{k} | pass@{k} | {k}/{k} |",
+        "|---|---|---|---|",
+    ]
+    for name, d in summary["differences"].items():
+        cells = []
+        for m in PER_QUESTION:
+            t = d["paired_by_seed"].get(m)
+            cells.append(
+                f"{100 * t['mean']:+.1f} ± {100 * t['se']:.1f} [{100 * t['low']:+.1f}, {100 * t['high']:+.1f}]"
+                if t
+                else "—"
+            )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -21,8 +21,9 @@ chose for it (its summary.json), plus the option's overrides:
 Resumable as the sensitivity study: a cell's result is RESULTS/cells/<domain>/<method>/<option>/
 seed<k>.json (RESULTS: benchmarks/results/tiny_world_distillation/), and a cell with one is
 skipped (--summary: write the summary of the cells done, run none). RESULTS/summary.json and
-summary.md hold the test table (mean ± std over seeds) and each option's difference from its
-method's default with its standard error.
+summary.md hold the test table (mean ± std over seeds), each option's difference from its
+method's default and each row's difference from OPD, paired by seed, with the standard error and
+the 95% t-interval (report/paired.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pathlib import Path
 import tiny_world_compare as compare
 import tiny_world_sensitivity as study
 from results_file import RESULTS
+
+from verl_masopd.report.paired import paired_difference
 
 OPTIONS_RESULTS = RESULTS / "tiny_world_distillation"
 LOSS = "distillation.distillation_loss"
@@ -81,52 +84,67 @@ def cells(summary_path: Path, domains: list[str], seeds: list[int]) -> list[tupl
     return out
 
 
+REFERENCE = ("opd", "k1")
+
+
 def summarise(results: list[dict], domains: list[str], seeds: list[int]) -> dict:
-    """Test accuracy per method × option × domain, and each option minus its method's default,
-    paired by seed, with the standard error of the mean difference."""
+    """Test accuracy per method × option × domain; each option minus its method's default and
+    every row minus OPD, paired by seed (report/paired.py: mean, standard error, 95% t-interval)."""
     by_key = {(c["domain"], c["method"], c["setting"], c["seed"]): c["test_accuracy"] for c in results}
-    table, differences = {}, {}
+
+    def seeds_of(domain: str, method: str, option: str) -> dict[int, float]:
+        return {s: by_key[(domain, method, option, s)] for s in seeds if (domain, method, option, s) in by_key}
+
+    table, differences, against = {}, {}, {}
     for method, options in OPTIONS.items():
         for option in options:
             for domain in domains:
-                values = [by_key[(domain, method, option, s)] for s in seeds if (domain, method, option, s) in by_key]
-                table[f"{method} {option} {domain}"] = values
-                pairs = [
-                    by_key[(domain, method, option, s)] - by_key[(domain, method, DEFAULTS[method], s)]
-                    for s in seeds
-                    if (domain, method, option, s) in by_key and (domain, method, DEFAULTS[method], s) in by_key
-                ]
-                if option != DEFAULTS[method] and len(pairs) > 1:
-                    differences[f"{method} {option} {domain}"] = {
-                        "mean": statistics.fmean(pairs),
-                        "se": statistics.stdev(pairs) / len(pairs) ** 0.5,
-                        "n": len(pairs),
-                    }
-    return {"domains": domains, "seeds": seeds, "test": table, "differences": differences, "cells": results}
+                mine = seeds_of(domain, method, option)
+                table[f"{method} {option} {domain}"] = list(mine.values())
+                if option != DEFAULTS[method]:
+                    d = paired_difference(mine, seeds_of(domain, method, DEFAULTS[method]))
+                    if d is not None:
+                        differences[f"{method} {option} {domain}"] = d.as_dict()
+                if (method, option) != REFERENCE:
+                    d = paired_difference(mine, seeds_of(domain, *REFERENCE))
+                    if d is not None:
+                        against[f"{method} {option} {domain}"] = d.as_dict()
+    return {
+        "domains": domains,
+        "seeds": seeds,
+        "test": table,
+        "differences": differences,
+        "against_opd": against,
+        "cells": results,
+    }
+
+
+def _difference(d: dict | None) -> str:
+    if d is None:
+        return "—"
+    return f"{100 * d['mean']:+.1f} ± {100 * d['se']:.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
 
 
 def summary_markdown(summary: dict) -> str:
+    domains = summary["domains"]
+    heads = [*domains, *(f"Δ {d}" for d in domains), *(f"− OPD {d}" for d in domains)]
     lines = [
-        f"Test accuracy (%), mean ± std over seeds {summary['seeds']}, and each option minus its method's"
-        " default (paired by seed, ± standard error):",
+        f"Test accuracy (%), mean ± std over seeds {summary['seeds']}; Δ: each option minus its method's"
+        " default, − OPD: each row minus OPD (`k1`), both paired by seed (mean ± standard error"
+        " [95% t-interval]):",
         "",
-        "| method | option | "
-        + " | ".join(summary["domains"])
-        + " | "
-        + " | ".join(f"Δ {d}" for d in summary["domains"])
-        + " |",
-        "|---|---|" + "---|" * (2 * len(summary["domains"])),
+        "| method | option | " + " | ".join(heads) + " |",
+        "|---|---|" + "---|" * len(heads),
     ]
     for method, options in OPTIONS.items():
         for option in options:
             row = []
-            for domain in summary["domains"]:
+            for domain in domains:
                 v = summary["test"].get(f"{method} {option} {domain}", [])
                 std = f" ± {100 * statistics.stdev(v):.1f}" if len(v) > 1 else ""
                 row.append(f"{100 * statistics.fmean(v):.1f}{std} (n={len(v)})" if v else "—")
-            for domain in summary["domains"]:
-                d = summary["differences"].get(f"{method} {option} {domain}")
-                row.append(f"{100 * d['mean']:+.1f} ± {100 * d['se']:.1f}" if d else "—")
+            for key in ("differences", "against_opd"):
+                row += [_difference(summary[key].get(f"{method} {option} {domain}")) for domain in domains]
             lines.append(f"| {method} | {option} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

@@ -27,8 +27,9 @@ per-domain means over seeds; a tie goes to the setting listed first. masopd-no-r
 of masopd's β = 0 settings (the same runs). tiny_world_compare.py --settings RESULTS/summary.json
 trains every method at its choice. RESULTS/summary.json holds
 every cell and the choices, RESULTS/summary.md the validation table, the test table beside it,
-the choices and masopd's training diagnostics per role and token class at its old defaults
-(β 1, c 5, lr 1e-3) and at its choice.
+each setting's difference from its method's choice paired by seed (report/paired.py), the choices
+and masopd's training diagnostics per role and token class at its old defaults (β 1, c 5,
+lr 1e-3) and at its choice.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from results_file import RESULTS
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
 from verl_masopd.report.curves import read_scalar
+from verl_masopd.report.paired import paired_difference
 from verl_masopd.tiny_world.world import ensure_validation_data
 
 STUDY = RESULTS / "tiny_world_sensitivity"
@@ -214,17 +216,44 @@ def summarise(cells: list[dict], domains: list[str], seeds: list[int]) -> dict:
         row = table.setdefault(f"{c['method']} {c['setting']}", {})
         for split in ("validation", "test"):
             row.setdefault(f"{c['domain']} {split}", []).append(c[f"{split}_accuracy"])
-    return {"domains": domains, "seeds": seeds, "chosen": chosen, "table": table, "cells": cells}
+    return {
+        "domains": domains,
+        "seeds": seeds,
+        "chosen": chosen,
+        "table": table,
+        "differences": differences_from_chosen(cells, chosen),
+        "cells": cells,
+    }
+
+
+def differences_from_chosen(cells: list[dict], chosen: dict) -> dict:
+    """Each setting minus its method's chosen setting, per domain and split, paired by seed
+    (report/paired.py: mean, standard error, 95% t-interval); methods without a choice have none."""
+    values: dict[tuple, dict[int, float]] = {}
+    for c in cells:
+        for split in ("validation", "test"):
+            values.setdefault((c["method"], c["setting"], c["domain"], split), {})[c["seed"]] = c[f"{split}_accuracy"]
+    out = {}
+    for (method, setting, domain, split), mine in values.items():
+        best = chosen.get(method, {}).get("setting")
+        if best is None or setting == best:
+            continue
+        d = paired_difference(mine, values.get((method, best, domain, split), {}))
+        if d is not None:
+            out.setdefault(f"{method} {setting}", {})[f"{domain} {split}"] = d.as_dict()
+    return out
 
 
 def summary_markdown(summary: dict) -> str:
     columns = [f"{d} {split}" for split in ("validation", "test") for d in summary["domains"]]
+    heads = [*columns, *(f"− chosen {c}" for c in columns)]
     lines = [
         "Accuracy (%) on validation problems (settings chosen on these) and on held-out test problems,"
-        f" mean ± std over seeds {summary['seeds']}:",
+        f" mean ± std over seeds {summary['seeds']}; − chosen: the setting minus its method's chosen"
+        " setting, paired by seed (mean ± standard error [95% t-interval]):",
         "",
-        "| method | setting | " + " | ".join(columns) + " |",
-        "|---|---|" + "---|" * len(columns),
+        "| method | setting | " + " | ".join(heads) + " |",
+        "|---|---|" + "---|" * len(heads),
     ]
     for row, values in summary["table"].items():
         method, setting = row.split(" ", 1)
@@ -233,6 +262,14 @@ def summary_markdown(summary: dict) -> str:
             v = values.get(column, [])
             std = f" ± {100 * statistics.stdev(v):.1f}" if len(v) > 1 else ""
             cells.append(f"{100 * statistics.fmean(v):.1f}{std} (n={len(v)})" if v else "—")
+        differences = summary["differences"].get(row, {})
+        for column in columns:
+            d = differences.get(column)
+            cells.append(
+                f"{100 * d['mean']:+.1f} ± {100 * d['se']:.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
+                if d
+                else "—"
+            )
         lines.append(f"| {method} | {setting} | " + " | ".join(cells) + " |")
     lines += ["", "Chosen on validation (mean over domains):", ""]
     for method, c in summary["chosen"].items():

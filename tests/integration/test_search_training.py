@@ -125,6 +125,10 @@ def test_two_steps_of_role_selective_supervision(
     for metrics in steps:
         assert math.isfinite(metrics["shared/actor/pg_loss"])
         assert metrics["rollout/tool_calls"] >= 1
+        # each step's searches go through the step's query cache (cleared at the step's start)
+        assert 1 <= metrics["rollout/tool/search/cache_lookups"] <= metrics["rollout/tool_calls"]
+        hits = metrics["rollout/tool/search/cache_hits"]
+        assert metrics["rollout/tool/search/cache_hit_rate"] == hits / metrics["rollout/tool/search/cache_lookups"]
         assert "teacher/searcher/reverse_kl" in metrics
         assert not [k for k in metrics if k.startswith(("teacher/leader", "teacher/answerer"))]
     estimators = {k for m in steps for k in m if k.startswith("per_role/") and k.endswith("/advantage_mean")}

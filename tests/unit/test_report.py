@@ -81,7 +81,7 @@ def test_main_table_mean_std_missing_and_best(runs, tmp_path):
     assert rows["grpo"]["m2"] is None and rows["grpo"]["c1"] is None and rows["grpo"]["math avg"] is None
     assert rows["grpo"]["m1"]["mean"] == pytest.approx(0.6875)
     # one seed: no std
-    assert rows["sa"]["m1"] == {"mean": 0.125, "std": None, "n": 1, "values": [0.125]}
+    assert rows["sa"]["m1"] == {"mean": 0.125, "std": None, "n": 1, "values": [0.125], "seeds": [0]}
     assert list(report["role_tables"]["code"]["rows"]) == ["masopd"]
     assert table["best"] == {"c1": ["masopd"], "code avg": ["masopd"], "m1": ["grpo"], "m2": ["masopd"],
                              "math avg": ["masopd"]}  # fmt: skip
@@ -93,16 +93,22 @@ def test_main_table_mean_std_missing_and_best(runs, tmp_path):
     assert sa == "| sa | 1 | — | — | 12.5 | 12.5 | 12.5 |"
 
 
-def test_differences_against_a_reference_with_their_standard_errors(runs, tmp_path):
+def test_differences_against_a_reference_paired_by_seed(runs, tmp_path):
     report = write_report(runs, tmp_path / "out", None, "val/accuracy", False, reference="grpo")
     [main, *_] = report["differences"]["tables"]
     cell = main["rows"]["masopd"]["m1"]
-    se = math.sqrt(statistics.variance([0.5, 0.75, 0.25]) / 3 + statistics.variance([0.75, 0.625]) / 2)
-    assert cell["mean"] == pytest.approx(0.5 - 0.6875) and cell["std"] == pytest.approx(se) and cell["n"] == 2
+    # seeds 0 and 1 in common (masopd's seed 2 has no pair): d = 0.5 − 0.75, 0.75 − 0.625
+    d = [-0.25, 0.125]
+    se = statistics.stdev(d) / math.sqrt(2)
+    assert cell["mean"] == pytest.approx(-0.0625) and cell["std"] == pytest.approx(se) and cell["n"] == 2
+    assert cell["values"] == pytest.approx(d) and cell["seeds"] == [0, 1]
+    half = 12.706205 * se  # t_{0.975, 1}
+    assert cell["interval"] == pytest.approx([-0.0625 - half, -0.0625 + half], abs=1e-5)
     assert main["rows"]["sa"]["m1"] is None and main["rows"]["masopd"]["m2"] is None  # one seed; no grpo on m2
     assert "grpo" not in main["rows"] and main["kinds"]["m1"] == "points"
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "difference against grpo (± standard error over seeds)" in md and f"-18.8 ± {100 * se:.1f}" in md
+    assert "difference against grpo, paired by seed (± standard error [95% t-interval])" in md
+    assert f"-6.2 ± {100 * se:.1f} [{100 * (-0.0625 - half):+.1f}, {100 * (-0.0625 + half):+.1f}]" in md
     assert write_report(runs, tmp_path / "none", None, "val/accuracy", False)["differences"]["tables"] == []
 
 

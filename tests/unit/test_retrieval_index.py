@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from verl_masopd.retrieval import BM25Index, CorpusError, NotAnIndex, build_index, render_observation
-from verl_masopd.retrieval.index import best_positive
 
 SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wiki18_corpus" / "sample_data.jsonl"
 needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason=f"wiki-18 sample not found at {SAMPLE}")
@@ -44,17 +43,6 @@ def test_topk_above_the_corpus_size_returns_every_match(retrieval_index):
     assert sorted(p.id for p in hits) == ["0", "2", "3", "4"]
     with pytest.raises(ValueError, match="topk"):
         BM25Index(retrieval_index).search(["reef"], topk=0)
-
-
-@pytest.mark.parametrize("size", [1, 2, 5, 100, 5000, 200_000])
-@pytest.mark.parametrize("positive_share", [0.0, 0.0001, 0.01, 0.5, 1.0])
-def test_best_positive_is_the_top_of_a_full_sort(size, positive_share):
-    rng = np.random.default_rng(size)
-    # few distinct values, so that ties are common
-    scores = (rng.integers(1, 50, size) * (rng.random(size) < positive_share)).astype(np.float32)
-    for k in (1, 3, 10):
-        expected = sorted((i for i in range(size) if scores[i] > 0), key=lambda i: (-scores[i], i))[:k]
-        assert best_positive(scores, k).tolist() == expected
 
 
 def test_the_index_is_loaded_memory_mapped(retrieval_index):

@@ -112,6 +112,25 @@ def test_two_waves_a_handover_and_four_candidates(tiny_tokenizer, index):
     assert metrics.tool_calls == 2 and metrics.tool_outcomes["ok"] == 2
 
 
+def test_equal_queries_of_a_step_are_searched_once_and_the_hit_rate_logged(tiny_tokenizer, index):
+    workflow = make(index)
+    team.answers = 0
+    backend = Scripted(tiny_tokenizer, team)
+    policies = {role: backend for role in workflow.roles}
+    with RolloutManager(workflow, policies, tiny_tokenizer, sampling=SamplingParams(max_new_tokens=200)) as manager:
+        manager.begin_step()
+        asyncio.run(manager.run([QUESTION], 2))  # two episodes of one question: the same two searches each
+        assert manager.metrics.tool_outcomes["ok"] == 4
+        metrics = manager.tool_metrics()
+        assert metrics == {
+            "tool/search/cache_lookups": 4,
+            "tool/search/cache_hits": 2,
+            "tool/search/cache_hit_rate": 0.5,
+        }
+        manager.begin_step()
+        assert manager.tool_metrics()["tool/search/cache_lookups"] == 0 and manager.metrics.tool_calls == 0
+
+
 def test_passages_are_masked_token_by_token(tiny_tokenizer, index):
     workflow = make(index)
     group, _ = play(tiny_tokenizer, workflow, team)

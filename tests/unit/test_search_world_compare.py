@@ -48,6 +48,10 @@ def test_systems_over_seeds_and_the_paired_difference(tmp_path):
     table = compare.summary_markdown(summary, 2)
     assert "| multiagent-opd | 2 | 62.5 ± 0.0 | 75.0 ± 0.0 | 50.0 ± 0.0 |" in table
     assert "| hmas-base | +50.0 [" in table
+    # paired by seed alone: avg@2 of hmas-base is macro(1/4, 0) = macro(0, 1/4) = 0.125 at both seeds
+    t = d["paired_by_seed"]["avg_at_k"]
+    assert t["mean"] == pytest.approx(0.5) and t["se"] == pytest.approx(0.0) and t["seeds"] == [0, 1]
+    assert "| hmas-base | +50.0 ± 0.0 [+50.0, +50.0] |" in table
 
 
 def test_pooled_questions_are_paired_by_seed():

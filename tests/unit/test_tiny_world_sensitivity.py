@@ -79,6 +79,10 @@ def test_the_summary_tables_every_cell_and_the_next_cells_follow_the_choice(tmp_
     assert with_cure["chosen"]["cure"]["setting"] == "lr1e-3"  # code only: complete without math
     assert study.summarise(cure, ["math"], SEEDS)["chosen"]["cure"] == {"setting": None}  # no domain of its own
     assert summary["chosen"]["masopd-no-ras"]["setting"] == "beta0_clip5_lr3e-4"  # the first of the tied β = 0
+    # every other setting minus the chosen one, paired by seed: 0.25 − 0.6 at both seeds
+    d = summary["differences"]["masopd beta0_clip5_lr3e-4"]["math validation"]
+    assert d["mean"] == pytest.approx(-0.35) and d["se"] == pytest.approx(0.0) and d["seeds"] == [0, 1]
+    assert "beta0.5_clip1_lr1e-3" not in " ".join(summary["differences"])  # the choice itself has none
     markdown = study.summary_markdown(summary)
     assert "| masopd | beta0.5_clip1_lr1e-3 | 60.0 ± 0.0 (n=2) | 60.0 ± 0.0 (n=2) | 30.0 ± 0.0 (n=2) |" in markdown
     assert "- masopd: beta0.5_clip1_lr1e-3 (validation 60.0, test 30.0)" in markdown

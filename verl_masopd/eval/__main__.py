@@ -299,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         write_attempts(attempts, out / QA_ATTEMPTS_FILE)
     summary = summarize(records, args.horizon, workflow.agrees)
     summary.update({f"rollout/{k}": v for k, v in manager.metrics.as_dict().items()})
+    summary.update({f"rollout/{k}": v for k, v in manager.tool_metrics().items()})
     write_summary(summary, out)
     write_settings(eval_settings(args, workflow.domain, len(problems)), out)
     print((out / "summary.md").read_text())

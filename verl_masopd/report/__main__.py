@@ -9,8 +9,8 @@ DIR/report.md    the main table, one role-specialisation and collaboration table
                  and tokens per dataset and Macro, and the paired bootstrap differences of the
                  first system with each other one)
                  and, when --reference (default opd) has evaluations, the main and role tables
-                 again as every other method's difference against it ± its standard error
-                 (differences.py)
+                 again as every other method's difference against it, paired by seed, ± its
+                 standard error and its 95% t-interval (differences.py)
 DIR/report.json  the same numbers (mean, std, n and the seeds' values per cell; the QA tables'
                  values and intervals; the differences) and the curves
 DIR/main_table.png  the main table as bars with ± std error bars

@@ -1,19 +1,18 @@
-"""Each method against a reference method (e.g. OPD): the difference of the seed means and its
-standard error, per column of a table.
+"""Each method against a reference method (e.g. OPD): the difference paired by seed, its standard
+error and its 95 % t-interval, per column of a table.
 
-For a column with the method's seed values x (n of them) and the reference's y (m of them):
+For a column, seed s of the method and seed s of the reference share their data order, so the
+difference is taken per seed and then averaged (paired.py):
 
-    d = mean(x) − mean(y),   se(d) = sqrt(s_x² / n + s_y² / m)
+    d_s = x_s − y_s,   d̄ = mean_s d_s,   se = sd(d) / √n,   d̄ ± t_{0.975, n−1} · se
 
-with s the sample standard deviations (the seeds of two methods are independent runs: Welch's
-unpaired standard error). A difference needs two seeds on each side; otherwise its cell is
-missing. Rates and accuracies are differences in points (kind POINTS), Δ in nats (DELTA).
+over the n seeds both have. A difference needs two common seeds; otherwise its cell is missing.
+Rates and accuracies are differences in points (kind POINTS), Δ in nats (DELTA).
 """
 
 from __future__ import annotations
 
-import math
-
+from verl_masopd.report.paired import paired_difference
 from verl_masopd.report.stats import Cell
 from verl_masopd.report.tables import DELTA, POINTS, RATE, TURNS, Table
 
@@ -21,11 +20,16 @@ DIFFERENCE_KIND = {RATE: POINTS, POINTS: POINTS, DELTA: DELTA, TURNS: TURNS}
 
 
 def difference(x: Cell | None, y: Cell | None) -> Cell | None:
-    """d ± se(d) as a Cell (mean d, std se, n the smaller seed count); None without two seeds each."""
-    if x is None or y is None or x.n < 2 or y.n < 2:
+    """d̄ ± se [low, high] as a Cell (mean d̄, std se, the per-seed differences and their seeds,
+    the interval); None without two common seeds."""
+    if x is None or y is None:
         return None
-    se = math.sqrt(x.std**2 / x.n + y.std**2 / y.n)
-    return Cell(x.mean - y.mean, se, min(x.n, y.n), ())
+    mine, theirs = dict(zip(x.seeds, x.values)), dict(zip(y.seeds, y.values))
+    d = paired_difference(mine, theirs)
+    if d is None:
+        return None
+    per_seed = tuple(mine[s] - theirs[s] for s in d.seeds)
+    return Cell(d.mean, d.se, d.n, per_seed, d.seeds, (d.low, d.high))
 
 
 def difference_table(table: Table, reference: str) -> Table | None:
@@ -39,6 +43,6 @@ def difference_table(table: Table, reference: str) -> Table | None:
         if method != reference
     }
     kinds = {c: DIFFERENCE_KIND[table.kinds[c]] for c in table.columns}
-    title = f"{table.title}: difference against {reference} (± standard error over seeds)"
+    title = f"{table.title}: difference against {reference}, paired by seed (± standard error [95% t-interval])"
     seeds = {m: min(table.seeds[m], table.seeds[reference]) for m in rows}
     return Table(title, table.columns, kinds, rows, seeds)

@@ -1,7 +1,8 @@
 """Tables as Markdown: rates and accuracies in %, Δ in nats per token, turns as counts.
 
-A cell reads "mean ± std" ("mean" alone from one seed), "(n=k)" when fewer seeds than the
-method's measured it, "—" when missing; the best mean of a column is bold.
+A cell reads "mean ± std" ("mean" alone from one seed), a difference's cell "d̄ ± se [low, high]"
+(differences.py), "(n=k)" when fewer seeds than the method's measured it, "—" when missing; the
+best mean of a column is bold.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ def format_cell(c: Cell | None, kind: str, seeds: int) -> str:
     text = mean_format.format(scale * c.mean)
     if c.std is not None:
         text += " ± " + std_format.format(scale * c.std)
+    if c.interval is not None:
+        low, high = (mean_format.format(scale * v) for v in c.interval)
+        text += f" [{low}, {high}]"
     if c.n < seeds:
         text += f" (n={c.n})"
     return text

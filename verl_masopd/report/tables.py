@@ -81,12 +81,13 @@ def main_table(evaluations: list[Evaluation], methods: list[str]) -> Table:
         row = {}
         for column in columns:
             benchmarks = groups.get(column, [column])
-            per_seed = []
+            per_seed, measured = [], []
             for seed in seeds:
                 values = [accuracy.get((method, seed, b)) for b in benchmarks]
                 if all(v is not None for v in values):
                     per_seed.append(sum(values) / len(values))
-            row[column] = cell(per_seed)
+                    measured.append(seed)
+            row[column] = cell(per_seed, measured)
         rows[method] = row
     table = Table("Accuracy (mean ± std over seeds)", columns, dict.fromkeys(columns, RATE), rows, {})
     table.seeds = seed_counts(plain, methods)
@@ -123,10 +124,12 @@ def role_table(evaluations: list[Evaluation], methods: list[str], domain: str) -
     rows = {}
     for method in [m for m in methods if any(e.method == m for e in plain)]:
         seeds = sorted(s for m, s in per_seed if m == method)
-        rows[method] = {
-            c: cell([v for s in seeds if (v := mean_of_present([x[c] for x in per_seed[(method, s)]])) is not None])
-            for c in columns
-        }
+        row = {}
+        for c in columns:
+            found = {s: mean_of_present([x[c] for x in per_seed[(method, s)]]) for s in seeds}
+            present = [s for s in seeds if found[s] is not None]
+            row[c] = cell([found[s] for s in present], present)
+        rows[method] = row
     table = Table(f"Role specialisation and collaboration ({domain})", columns, kinds, rows, {})
     table.seeds = seed_counts(plain, list(rows))
     return table

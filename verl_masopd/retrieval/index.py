@@ -5,7 +5,8 @@ tokenizer and BM25 settings), `bm25/` (bm25s's score matrix and vocabulary) and 
 (`store.py`). `build_index` is also the cache: a folder that already holds the index of the same
 corpus bytes, built with the same settings, is kept as it is, so a second build is a load.
 Lucene's BM25 with k1 = 0.9 and b = 0.4, the defaults of the Lucene searcher Search-R1's BM25
-server uses; English stop words dropped, Snowball English stems.
+server uses; English stop words dropped, Snowball English stems. A search finds the exact top k
+without scoring every passage (topk.py: MaxScore over bm25s's score matrix).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import time
 from pathlib import Path
 
 import bm25s
-import numpy as np
 import Stemmer
 
 from verl_masopd.retrieval.corpus import corpus_digest, read_corpus
 from verl_masopd.retrieval.passages import Passage
 from verl_masopd.retrieval.store import OFFSETS_FILE, PASSAGES_FILE, PassageStore, write_passages
+from verl_masopd.retrieval.topk import PrunedScorer
 
 MANIFEST = "index.json"
 BM25_DIR = "bm25"
@@ -39,10 +40,6 @@ SETTINGS = {
     "tokenizer": {"lower": True, "stopwords": "en", "stemmer": "english"},
     "bm25": {"method": "lucene", "k1": 0.9, "b": 0.4},
 }
-
-
-# Entries of a query's score array sampled to bound its k-th best score from below.
-TOPK_SAMPLE = 4096
 
 
 class NotAnIndex(ValueError):
@@ -77,19 +74,6 @@ def _tokenize(texts):
         return_ids=True,
         show_progress=False,
     )
-
-
-def best_positive(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the `k` highest positive scores, highest first, equal scores by position.
-
-    The k-th highest score of any subset is at most that of the whole array, so the k-th highest
-    of an evenly spaced sample leaves only the few candidates at or above it to sort (a full
-    partition of a million scores costs as much as scoring the query)."""
-    sample = scores[:: max(1, len(scores) // TOPK_SAMPLE)]
-    floor = np.partition(sample, -k)[-k] if len(sample) >= k else 0.0
-    candidates = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores > 0)
-    order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order[:k]]
 
 
 def build_index(corpus: str | Path, out: str | Path) -> bool:
@@ -149,6 +133,8 @@ class BM25Index:
             raise NotAnIndex(f"{self.directory}: not a complete retrieval index (missing {', '.join(missing)})")
         self.manifest = manifest
         self._bm25 = bm25s.BM25.load(self.directory / BM25_DIR, mmap=True, load_corpus=False, show_progress=False)
+        matrix = self._bm25.scores
+        self._scorer = PrunedScorer(matrix["data"], matrix["indices"], matrix["indptr"], matrix["num_docs"])
         self._passages = PassageStore(self.directory)
         self._stemmers = threading.local()
 
@@ -185,6 +171,6 @@ class BM25Index:
             if not ids:
                 found.append([])
                 continue
-            scores = self._bm25.get_scores_from_ids(ids)
-            found.append([self._passages.get(int(n), float(scores[n])) for n in best_positive(scores, topk)])
+            docs, scores = self._scorer.top(ids, topk)
+            found.append([self._passages.get(int(n), float(x)) for n, x in zip(docs, scores, strict=True)])
         return found

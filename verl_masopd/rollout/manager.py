@@ -32,6 +32,7 @@ from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, Rol
 from verl_masopd.rollout.tool_loop import Response, ToolLoop, ToolRequest
 from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
+from verl_masopd.workflows.tools import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +162,24 @@ class RolloutManager:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self._tools.close()
+
+    def _workflow_tools(self) -> dict[str, Tool]:
+        tools = (self.workflow.tool(agent) for agent in self.workflow.agents)
+        return {tool.name: tool for tool in tools if tool is not None}
+
+    def begin_step(self) -> None:
+        """A training step starts: fresh metrics, and each tool of the workflow drops its per-step state."""
+        self.metrics = RolloutMetrics()
+        for tool in self._workflow_tools().values():
+            tool.begin_step()
+
+    def tool_metrics(self) -> dict[str, float]:
+        """The workflow's tools' own metrics since `begin_step`, keyed tool/<name>/<key>."""
+        return {
+            f"tool/{name}/{key}": value
+            for name, tool in self._workflow_tools().items()
+            for key, value in tool.step_metrics().items()
+        }
 
     async def run(
         self,

@@ -48,7 +48,7 @@ from verl_masopd.rollout.backend import GenerationBackend
 from verl_masopd.rollout.batch import to_dataproto
 from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
-from verl_masopd.rollout.manager import RolloutManager, RolloutMetrics
+from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import policy_of
 from verl_masopd.rollout.records import RolloutGroup, episodes_of
 from verl_masopd.rollout.summary import summarize
@@ -375,7 +375,7 @@ class Trainer:
         timings: dict[str, float] = {}
         metrics: dict[str, float] = {}
         problems = self.stream.next_batch()
-        self.manager.metrics = RolloutMetrics()
+        self.manager.begin_step()
         with _timed(timings, "rollout"):
             groups = asyncio.run(self._rollouts(problems))
         results = episodes_of(groups)
@@ -502,6 +502,7 @@ class Trainer:
             "rollout/failed_samples": float(batch.meta_info["failed_samples"]),
         }
         out.update({f"rollout/{k}": float(v) for k, v in self.manager.metrics.as_dict().items()})
+        out.update({f"rollout/{k}": float(v) for k, v in self.manager.tool_metrics().items()})
         roles = batch.non_tensor_batch["role"]
         lengths = batch.batch["response_mask"].sum(-1).float()
         for role in sorted(set(roles)):

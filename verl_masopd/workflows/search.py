@@ -46,7 +46,6 @@ import json
 import re
 from dataclasses import dataclass
 
-from verl_masopd.retrieval import GuardedRetriever
 from verl_masopd.verify.qa_match import exact_match, relaxed_match, sub_exact_match
 from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Judgement, Turn, Workflow
 from verl_masopd.workflows.evidence import Evidence
@@ -207,7 +206,8 @@ class SearchWorkflow(Workflow):
             *(Agent(f"{ANSWERER}_{i}", ANSWERER, i) for i in range(answer_candidates)),
         )
         self.search_tool = SearchTool(
-            GuardedRetriever(open_retriever(retriever, search_timeout_s), topk),
+            open_retriever(retriever, search_timeout_s),
+            topk,
             self.tags["search"],
             self.tags["information"],
             max_calls,

@@ -10,6 +10,10 @@ passages come back appended to the reply as
 label, recorded with the call: the retrieval guard's ("ok", "empty", "query_too_long",
 "timeout", "unreachable", "error"), or "no_query" when the call has no opening tag.
 
+Equal queries within a training step are searched once: the tool's `cache` (retrieval/cache.py),
+cleared by `begin_step`, its lookups, hits and hit rate the tool's step metrics
+(rollout/tool/search/cache_*).
+
 `open_retriever(spec)` reads where the passages come from: an http(s) URL of a server for
 Search-R1's `POST /retrieve` API (the project's own server or a user's dense one; it must answer
 at start-up), or a folder holding a BM25 index (`python -m verl_masopd.retrieval index`).
@@ -20,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from verl_masopd.retrieval import BM25Index, GuardedRetriever, RetrievalError, Retriever, SearchClient, check_reachable
+from verl_masopd.retrieval.cache import QueryCache
 from verl_masopd.retrieval.index import MANIFEST
 from verl_masopd.workflows.tools import Observation, Tool
 
@@ -51,7 +56,8 @@ class SearchTool(Tool):
 
     def __init__(
         self,
-        retriever: GuardedRetriever,
+        retriever: Retriever,
+        topk: int = 3,
         search_tag: str = "search",
         information_tag: str = "information",
         max_calls: int = 3,
@@ -60,7 +66,8 @@ class SearchTool(Tool):
     ):
         self.stop = (f"</{search_tag}>",)
         super().__init__(max_calls, max_observation_tokens, timeout_s)
-        self.retriever = retriever
+        self.cache = QueryCache(retriever)
+        self.retriever = GuardedRetriever(self.cache, topk)
         self.opening, self.closing = f"<{search_tag}>", f"</{search_tag}>"
         self.information_tag = information_tag
 
@@ -81,3 +88,9 @@ class SearchTool(Tool):
             )
         [found] = self.retriever.search([query])
         return Observation(f"\n\n<{tag}>{found.observation}</{tag}>\n\n", found.outcome)
+
+    def begin_step(self) -> None:
+        self.cache.clear()
+
+    def step_metrics(self) -> dict[str, float]:
+        return {f"cache_{key}": value for key, value in self.cache.stats().items()}

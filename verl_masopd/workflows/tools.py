@@ -60,3 +60,11 @@ class Tool(ABC):
     @abstractmethod
     def run(self, reply: str) -> Observation:
         """The observation for the call that ends `reply` (the reply so far, ending at a stop string)."""
+
+    def begin_step(self) -> None:
+        """A training step starts: the tool drops what it keeps per step (default: nothing)."""
+        return None
+
+    def step_metrics(self) -> dict[str, float]:
+        """The tool's own metrics since `begin_step`, logged as rollout/tool/<name>/<key> (default: none)."""
+        return {}
