@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_masopd.context import NO_CUT, ContextEncoder, Cut, arrange
+from verl_masopd.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.teacher.privileged import privileged_block
 from verl_masopd.workflows.base import Attribution, Episode, Workflow
 
@@ -67,7 +67,7 @@ class TeacherContextBuilder:
         """
         rendered = self.workflow.render(episode, episode.agent(agent), turn, role=role)
         block = self._block(episode, agent, turn, attribution)
-        return arrange(rendered, self.encoder.layout, block), block is not None
+        return self.encoder.arrange(rendered, block), block is not None
 
     def _block(self, episode: Episode, agent: str, turn: int, attribution: Attribution | None) -> str | None:
         if attribution is not None and attribution.turn != turn - 1:
