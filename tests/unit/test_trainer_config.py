@@ -298,6 +298,16 @@ def test_a_teacher_with_another_tokenizer_is_refused(cpu_cfg, tiny_model_path, t
     assert message.startswith("students.path") and "differs from the teacher's" in message
 
 
+def test_a_student_without_a_chat_template_is_refused(cpu_cfg, tiny_model_path, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model_path, bare)
+    (bare / "chat_template.jinja").unlink()
+    message = error_of(with_values(cpu_cfg, students__path=str(bare)))
+    assert message == f"students.path: the tokenizer at {bare} has no chat template; " + (
+        "contexts are rendered with the model's chat template"
+    )
+
+
 def test_missing_data_files_are_named(cpu_cfg, tmp_path, train_file):
     missing = str(tmp_path / "absent.parquet")
     assert "data.train_files" in error_of(with_values(cpu_cfg, data__train_files=[train_file, missing]))

@@ -30,7 +30,6 @@ from omegaconf.errors import (
     MissingMandatoryValue,
     OmegaConfBaseException,
 )
-from transformers import AutoTokenizer
 from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
@@ -46,6 +45,7 @@ from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.teacher.teachers import Teachers, read_teachers
 from verl_masopd.trainer.checkpoint import RESUME_MODES
 from verl_masopd.trainer.lora import policy_loras
+from verl_masopd.trainer.model_conventions import check_model_conventions
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES
@@ -459,19 +459,7 @@ def _check_models(students: StudentsSection, teacher: TeacherSection, teachers: 
     for key, path in folders.items():
         has_model = os.path.isfile(os.path.join(path, "config.json"))
         require(has_model, key, f"no Hugging Face model at {path} (no config.json)")
-    if teacher.model_path:
-        teacher_vocab = _vocabulary(teacher.model_path)
-        for key, path in folders.items():
-            require(
-                key == "teacher.model_path" or _vocabulary(path) == teacher_vocab,
-                key,
-                f"the tokenizer at {path} differs from the teacher's ({teacher.model_path}); "
-                "teacher log-probs are scored on the students' token ids, so both must share one tokenizer",
-            )
-
-
-def _vocabulary(path: str) -> dict[str, int]:
-    return AutoTokenizer.from_pretrained(path).get_vocab()
+    check_model_conventions(folders, "teacher.model_path" if teacher.model_path else None)
 
 
 def _data_files(cfg: DictConfig, key: str, required: bool) -> tuple[str, ...]:
