@@ -110,6 +110,30 @@ def test_cpu_preset_has_tiny_sizes(cpu_cfg):
     assert (cpu_cfg.workflow.horizon, cpu_cfg.rollout.group_size, cpu_cfg.trainer.total_training_steps) == (2, 2, 2)
 
 
+def test_small_cpu_preset_keeps_the_papers_prompts_with_lengths_for_a_small_real_model(tiny_model_path, train_file):
+    cfg = compose_config(
+        [
+            "preset=small_cpu",
+            "algorithm.adv_estimator=grpo",
+            "workflow.domain=math",
+            f"students.path={tiny_model_path}",
+            f"data.train_files=[{train_file}]",
+        ]
+    )
+    assert (cfg.trainer.device, cfg.workflow.prompt_style) == ("cpu", "paper")
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length, cfg.data.train_batch_size) == (1024, 256, 4)
+    assert cfg.actor_rollout_ref.actor.optim.lr == 5e-6
+    assert cfg.teacher.max_context_length == 2048
+    tiny = compose_config(["preset=tiny_world"])
+    assert (tiny.workflow.prompt_style, tiny.data.max_response_length, tiny.actor_rollout_ref.actor.optim.lr) == (
+        "compact",
+        48,
+        3e-4,
+    )
+    run = validate_config(cfg)
+    assert run.workflow.prompt_style == "paper"
+
+
 def test_verl_sections_convert_to_verls_dataclasses(cpu_cfg, tiny_model_path):
     actor = omega_conf_to_dataclass(cpu_cfg.actor_rollout_ref.actor)
     assert isinstance(actor, FSDPActorConfig)
