@@ -124,6 +124,7 @@ def test_small_cpu_preset_keeps_the_papers_prompts_with_lengths_for_a_small_real
     assert (cfg.data.max_prompt_length, cfg.data.max_response_length, cfg.data.train_batch_size) == (1024, 256, 4)
     assert cfg.actor_rollout_ref.actor.optim.lr == 5e-6
     assert cfg.teacher.max_context_length == 2048
+    assert cfg.engines.max_tokens_per_micro_batch == 2048
     tiny = compose_config(["preset=tiny_world"])
     assert (tiny.workflow.prompt_style, tiny.data.max_response_length, tiny.actor_rollout_ref.actor.optim.lr) == (
         "compact",
@@ -131,7 +132,12 @@ def test_small_cpu_preset_keeps_the_papers_prompts_with_lengths_for_a_small_real
         3e-4,
     )
     run = validate_config(cfg)
-    assert run.workflow.prompt_style == "paper"
+    assert run.workflow.prompt_style == "paper" and run.engines.max_tokens_per_micro_batch == 2048
+    message = error_of(with_values(cfg, engines__max_tokens_per_micro_batch=1000))
+    assert message == (
+        "engines.max_tokens_per_micro_batch: 1000 tokens cannot hold one sequence of data.max_prompt_length + "
+        "data.max_response_length = 1280 tokens"
+    )
 
 
 def test_verl_sections_convert_to_verls_dataclasses(cpu_cfg, tiny_model_path):

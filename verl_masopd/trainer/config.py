@@ -158,10 +158,12 @@ class EnginesSection:
     gpus_per_engine: int
     dtype: str
     placement_wait_s: float = 300.0
+    max_tokens_per_micro_batch: int = 16384
 
     def __post_init__(self):
         _one_of("engines.placement", self.placement, PLACEMENTS)
         _at_least("engines.gpus_per_engine", self.gpus_per_engine, 1)
+        _at_least("engines.max_tokens_per_micro_batch", self.max_tokens_per_micro_batch, 1)
         _one_of("engines.dtype", self.dtype, ENGINE_DTYPES)
         require(
             math.isfinite(self.placement_wait_s) and self.placement_wait_s > 0,
@@ -285,6 +287,13 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     engines = _read_section(cfg, "engines", EnginesSection)
     data = _read_fields(cfg, "data", DataSection)
     trainer = _read_fields(cfg, "trainer", TrainerSection)
+    longest = data.max_prompt_length + data.max_response_length
+    require(
+        engines.max_tokens_per_micro_batch >= longest,
+        "engines.max_tokens_per_micro_batch",
+        f"{engines.max_tokens_per_micro_batch} tokens cannot hold one sequence of data.max_prompt_length + "
+        f"data.max_response_length = {longest} tokens",
+    )
     mini_batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
     _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", mini_batch, 1)
     students = StudentsSection(

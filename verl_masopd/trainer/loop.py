@@ -191,6 +191,7 @@ class Trainer:
                 weight_decay=actor.optim.weight_decay,
                 grad_clip=grad_clip,
                 dtype=self.run.engines.dtype,
+                max_tokens_per_micro_batch=self.run.engines.max_tokens_per_micro_batch,
                 seed=self.run.trainer.seed + i,
                 lora=self.run.loras.get(name),
             )
@@ -218,9 +219,11 @@ class Trainer:
 
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
         """A forward-only engine (the teacher, the reference policy)."""
-        return self.placement.build(
-            EngineSettings(model_path=model_path, forward_only=True, dtype=self.run.engines.dtype), name
+        tokens = max(self.run.engines.max_tokens_per_micro_batch, self.run.teacher.max_context_length)
+        settings = EngineSettings(
+            model_path=model_path, forward_only=True, dtype=self.run.engines.dtype, max_tokens_per_micro_batch=tokens
         )
+        return self.placement.build(settings, name)
 
     def _teacher_models(self) -> list[Teacher]:
         """The teachers the run loads: every teacher when an estimator reads the teacher's scores,
