@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from verl_masopd.config_errors import ConfigError
+from verl_masopd.eval.__main__ import main as eval_main
 from verl_masopd.trainer.model_conventions import check_model_conventions
 
 pytestmark = pytest.mark.integration
@@ -104,3 +107,17 @@ def test_a_teacher_with_another_eos_set_is_refused(smollm2_path, tmp_path):
 def test_a_teacher_with_another_tokenizer_is_refused(smollm2_path):
     message = refusal({"students.path": smollm2_path, "teacher.model_path": str(TINY / "teacher")})
     assert message.startswith(f"students.path: the tokenizer at {smollm2_path} differs from the teacher's")
+
+
+def test_eval_refuses_a_teacher_whose_template_renders_the_probe_differently(smollm2_path, tmp_path, capsys):
+    teacher = copy(smollm2_path, tmp_path / "teacher")
+    template = (teacher / "chat_template.jinja").read_text()
+    (teacher / "chat_template.jinja").write_text(template.replace("message['role'] + '\n'", "message['role'] + ':\n'"))
+    data = tmp_path / "math.parquet"
+    command = [sys.executable, "-m", "data_prep", "builtin", "--domain", "math", "--output", str(data), "--n", "1"]
+    subprocess.run(command, check=True, capture_output=True)
+    arguments = ["--data", str(data), "--model", smollm2_path, "--teacher", str(teacher), "--out", str(tmp_path / "o")]
+    assert eval_main(arguments) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: the reasoner policy's model: the chat template at {smollm2_path} renders a probe")
