@@ -15,9 +15,13 @@
 #   TRAIN_FILES    training parquet files written by data_prep, comma-separated (required)
 #   VAL_FILES      held-out parquet files, comma-separated (optional)
 #   MASOPD_CPU=1   CPU mode: the tiny world's models and problems (recipes/tiny_world.py, data
-#                  into $MASOPD_CACHE, default .cache/cpu; variables set above win), preset=tiny_world
-#                  (qa: preset=tiny_search, the search world's budgets),
-#                  the prompt style the tiny models were built for, engines in the driver process
+#                  into $MASOPD_CACHE, default .cache/cpu; variables set above win), engines in the
+#                  driver process, and a preset (printed): with a tiny-world student,
+#                  preset=tiny_world (qa: preset=tiny_search, the search world's budgets) and the
+#                  prompt style the tiny models were built for; with your own STUDENT_MODEL,
+#                  preset=small_cpu (the paper's prompts, 256-token replies, lr 5e-6) and your model's
+#                  own settings
+#   MASOPD_PRESET  the preset of the CPU mode by name (tiny_world, tiny_search, small_cpu, cpu)
 #   PYTHON         interpreter (default .venv/bin/python when present, else python3)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,11 +34,25 @@ fi
 cpu_overrides=()
 if [ "${MASOPD_CPU:-0}" = 1 ]; then
   export VERL_PLATFORM=cpu RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
+  own_style="${MASOPD_PROMPT_STYLE:-}"
   world="$("$PYTHON" "$root/recipes/tiny_world.py" --cache "${MASOPD_CACHE:-$root/.cache/cpu}" --domain "$domain")"
   eval "$world"
-  preset=tiny_world
-  [ "$domain" = qa ] && preset=tiny_search
-  cpu_overrides=("preset=$preset" engines.placement=local "workflow.prompt_style=$MASOPD_PROMPT_STYLE")
+  tiny="$MASOPD_TINY_MODELS"
+  if [ -n "${MASOPD_PRESET:-}" ]; then
+    preset="$MASOPD_PRESET" why="MASOPD_PRESET"
+  elif [ "$tiny" = 1 ]; then
+    preset=tiny_world why="a tiny-world student"
+    [ "$domain" = qa ] && preset=tiny_search
+  else
+    preset=small_cpu why="STUDENT_MODEL is not a tiny-world model; its own prompt settings are kept"
+  fi
+  cpu_overrides=("preset=$preset" engines.placement=local)
+  if [ "$tiny" = 1 ]; then
+    cpu_overrides+=("workflow.prompt_style=$MASOPD_PROMPT_STYLE")
+  elif [ -n "$own_style" ]; then
+    cpu_overrides+=("workflow.prompt_style=$own_style")
+  fi
+  echo "recipes/masopd.sh: CPU mode, preset=$preset ($why)" >&2
 fi
 
 fail() { echo "recipes/masopd.sh: $*" >&2; exit 2; }

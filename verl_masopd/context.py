@@ -8,6 +8,11 @@ layout arranges the messages (p_t goes at the end of the observation):
     role_first   [instruction_q, observation ⊕ p_t]    (the workflow's own order)
     role_last    [observation ⊕ p_t, instruction_q]    (the role condition after the shared part)
 
+A chat template that inserts a default system message before a leading user message (SmolLM2's)
+would give role_last two system messages, its default and instruction_q; under such a template
+role_last sends instruction_q as a user message after the observation, so the context holds one
+system message (`verl_masopd.chat.inserts_default_system`).
+
 Without p_t, x_r is u in either layout. Under role_last every role condition q of one response
 shares the whole observation and p_t as a token prefix, which a key/value cache (or a server's
 prefix cache) computes once; under role_first they share only the chat template's first tokens.
@@ -30,7 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from verl_masopd.chat import encode_messages
+from verl_masopd.chat import encode_messages, inserts_default_system
 from verl_masopd.workflows.base import Agent, Episode, Workflow
 
 LAYOUTS = ("role_first", "role_last")
@@ -48,10 +53,14 @@ class Cut:
 NO_CUT = Cut()
 
 
-def arrange(messages: list[dict], layout: str, privileged: str | None = None) -> list[dict]:
+def arrange(
+    messages: list[dict], layout: str, privileged: str | None = None, default_system: bool = False
+) -> list[dict]:
     """The rendered messages in `layout`, with p_t appended to the observation's last message.
 
-    The role condition is the rendered system message(s); the observation is the rest."""
+    The role condition is the rendered system message(s); the observation is the rest. With
+    `default_system` (the template inserts its own system message before a leading user message)
+    role_last gives the role condition as user message(s)."""
     if layout not in LAYOUTS:
         raise ValueError(f"workflow.context_layout={layout!r}; choose one of {list(LAYOUTS)}")
     instruction = [dict(m) for m in messages if m["role"] == "system"]
@@ -60,7 +69,11 @@ def arrange(messages: list[dict], layout: str, privileged: str | None = None) ->
         raise ValueError(f"a rendered turn needs an observation message, got roles {[m['role'] for m in messages]}")
     if privileged:
         observation[-1]["content"] = f"{observation[-1]['content']}\n\n{privileged}"
-    return instruction + observation if layout == "role_first" else observation + instruction
+    if layout == "role_first":
+        return instruction + observation
+    if default_system:
+        instruction = [{**m, "role": "user"} for m in instruction]
+    return observation + instruction
 
 
 def history_span(ids: list[int], base: list[int]) -> tuple[int, int]:
@@ -93,13 +106,18 @@ class ContextEncoder:
         self.workflow = workflow
         self.tokenizer = tokenizer
         self.layout = layout
+        self.default_system = inserts_default_system(tokenizer)
+
+    def arrange(self, rendered: list[dict], privileged: str | None = None) -> list[dict]:
+        """`rendered` in this encoder's layout, for its tokenizer's chat template."""
+        return arrange(rendered, self.layout, privileged, self.default_system)
 
     def ids(
         self, episode: Episode, agent: Agent, turn: int, role: str | None = None, privileged: str | None = None
     ) -> list[int]:
         """The whole context's ids (no truncation)."""
         rendered = self.workflow.render(episode, agent, turn, role=role or agent.role)
-        return encode_messages(self.tokenizer, arrange(rendered, self.layout, privileged))
+        return encode_messages(self.tokenizer, self.arrange(rendered, privileged))
 
     def span(
         self, ids: list[int], episode: Episode, agent: Agent, turn: int, role: str | None, privileged: str | None

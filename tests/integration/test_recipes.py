@@ -3,6 +3,7 @@ composes into a config the trainer accepts with the baseline's keys, and the CPU
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,9 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE_VARIABLES = (
+    "MASOPD_PRESET",
+    "MASOPD_PROMPT_STYLE",
+    "MASOPD_TINY_MODELS",
     "STUDENT_MODEL",
     "TEACHER_MODEL",
     "TRAIN_FILES",
@@ -180,6 +184,42 @@ def test_cpu_mode_trains_one_step(tiny_model_path, tiny_teacher_path, tmp_path):
         trained = load_file(checkpoints / "global_step_1" / f"policy_{policy}" / "huggingface" / "model.safetensors")
         assert set(trained) == set(initial)
         assert any(not torch.equal(trained[k], initial[k]) for k in initial), f"{policy} did not change"
+
+
+def trainer_argv(tmp_path, **env: str) -> tuple[list[str], str]:
+    """The CPU mode's trainer arguments, captured by an interpreter that runs everything else
+    (recipes/tiny_world.py) with this Python, and the recipe's stderr."""
+    captured, interpreter = tmp_path / "argv", tmp_path / "python"
+    interpreter.write_text(
+        f'#!/bin/sh\nif [ "$1" = -m ]; then printf "%s\\n" "$@" > {captured}; else exec {sys.executable} "$@"; fi\n'
+    )
+    interpreter.chmod(0o755)
+    result = recipe(
+        "masopd_math.sh", PYTHON=str(interpreter), MASOPD_CPU="1", MASOPD_CACHE=str(tmp_path / "cache"), **env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return captured.read_text().splitlines(), result.stderr
+
+
+def test_cpu_mode_keeps_a_real_models_settings_and_names_its_preset(smollm2_path, tmp_path):
+    argv, stderr = trainer_argv(tmp_path, STUDENT_MODEL=smollm2_path, TEACHER_MODEL=smollm2_path)
+    assert "preset=small_cpu" in argv and not any(a.startswith("workflow.prompt_style=") for a in argv)
+    assert "recipes/masopd.sh: CPU mode, preset=small_cpu (STUDENT_MODEL is not a tiny-world model" in stderr
+    cfg = compose_config(argv[2:])
+    assert (cfg.workflow.prompt_style, cfg.data.max_response_length, cfg.actor_rollout_ref.actor.optim.lr) == (
+        "paper",
+        256,
+        5e-6,
+    )
+    argv, stderr = trainer_argv(tmp_path, STUDENT_MODEL=smollm2_path, MASOPD_PRESET="cpu", MASOPD_PROMPT_STYLE="paper")
+    assert "preset=cpu" in argv and "workflow.prompt_style=paper" in argv
+    assert "CPU mode, preset=cpu (MASOPD_PRESET)" in stderr
+
+
+def test_cpu_mode_keeps_the_tiny_worlds_preset_for_tiny_models(tiny_model_path, tmp_path):
+    argv, stderr = trainer_argv(tmp_path, STUDENT_MODEL=tiny_model_path)
+    assert "preset=tiny_world" in argv and "workflow.prompt_style=compact" in argv
+    assert "CPU mode, preset=tiny_world (a tiny-world student)" in stderr
 
 
 # search recipe -> (system, horizon, teacher model, {role: (estimator, group_by)})

@@ -49,6 +49,16 @@ def test_arrange_puts_the_role_condition_first_or_last():
         arrange(rendered, "middle")
 
 
+def test_role_last_under_a_default_system_template_sends_the_role_condition_as_a_user_message():
+    rendered = [{"role": "system", "content": "You are the coder."}, {"role": "user", "content": "## Problem\nx"}]
+    last = arrange(rendered, "role_last", "BLOCK", default_system=True)
+    assert last == [
+        {"role": "user", "content": "## Problem\nx\n\nBLOCK"},
+        {"role": "user", "content": "You are the coder."},
+    ]
+    assert arrange(rendered, "role_first", default_system=True) == rendered
+
+
 def test_history_span_and_fit():
     base = [1, 2, 3, 8, 9]
     ids = [1, 2, 3, 4, 5, 6, 7, 8, 9]

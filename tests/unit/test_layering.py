@@ -8,7 +8,8 @@ layer or of a higher one. The layers, bottom to top:
 
     1. shared modules   chat, cli_args, config_errors, defaults, extensions, quiet_import,
                         run_folder, tiny_models, token_layout
-    2. foundations      platform (the CPU platform for verl's engine), retrieval, sandbox, verify
+    2. foundations      platform (the CPU platform for verl's engine), retrieval, sandbox, verify,
+                        models (known pretrained models, fetched and converted)
     3. workflows
     4. context          (the context layout and the one truncation rule)
     5. rollout          (episodes, generation backends, evaluation records and their summary)
@@ -37,7 +38,7 @@ LAYERS = [
         "tiny_models",
         "token_layout",
     },
-    {"platform", "retrieval", "sandbox", "verify"},
+    {"platform", "retrieval", "sandbox", "verify", "models"},
     {"workflows"},
     {"context"},
     {"rollout"},

@@ -110,6 +110,36 @@ def test_cpu_preset_has_tiny_sizes(cpu_cfg):
     assert (cpu_cfg.workflow.horizon, cpu_cfg.rollout.group_size, cpu_cfg.trainer.total_training_steps) == (2, 2, 2)
 
 
+def test_small_cpu_preset_keeps_the_papers_prompts_with_lengths_for_a_small_real_model(tiny_model_path, train_file):
+    cfg = compose_config(
+        [
+            "preset=small_cpu",
+            "algorithm.adv_estimator=grpo",
+            "workflow.domain=math",
+            f"students.path={tiny_model_path}",
+            f"data.train_files=[{train_file}]",
+        ]
+    )
+    assert (cfg.trainer.device, cfg.workflow.prompt_style) == ("cpu", "paper")
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length, cfg.data.train_batch_size) == (1024, 256, 4)
+    assert cfg.actor_rollout_ref.actor.optim.lr == 5e-6
+    assert cfg.teacher.max_context_length == 2048
+    assert cfg.engines.max_tokens_per_micro_batch == 2048
+    tiny = compose_config(["preset=tiny_world"])
+    assert (tiny.workflow.prompt_style, tiny.data.max_response_length, tiny.actor_rollout_ref.actor.optim.lr) == (
+        "compact",
+        48,
+        3e-4,
+    )
+    run = validate_config(cfg)
+    assert run.workflow.prompt_style == "paper" and run.engines.max_tokens_per_micro_batch == 2048
+    message = error_of(with_values(cfg, engines__max_tokens_per_micro_batch=1000))
+    assert message == (
+        "engines.max_tokens_per_micro_batch: 1000 tokens cannot hold one sequence of data.max_prompt_length + "
+        "data.max_response_length = 1280 tokens"
+    )
+
+
 def test_verl_sections_convert_to_verls_dataclasses(cpu_cfg, tiny_model_path):
     actor = omega_conf_to_dataclass(cpu_cfg.actor_rollout_ref.actor)
     assert isinstance(actor, FSDPActorConfig)
@@ -296,6 +326,16 @@ def test_a_teacher_with_another_tokenizer_is_refused(cpu_cfg, tiny_model_path, t
     tokenizer.save_pretrained(other)
     message = error_of(with_values(cpu_cfg, teacher__model_path=str(other)))
     assert message.startswith("students.path") and "differs from the teacher's" in message
+
+
+def test_a_student_without_a_chat_template_is_refused(cpu_cfg, tiny_model_path, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model_path, bare)
+    (bare / "chat_template.jinja").unlink()
+    message = error_of(with_values(cpu_cfg, students__path=str(bare)))
+    assert message == f"students.path: the tokenizer at {bare} has no chat template; " + (
+        "contexts are rendered with the model's chat template"
+    )
 
 
 def test_missing_data_files_are_named(cpu_cfg, tmp_path, train_file):

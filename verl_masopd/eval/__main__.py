@@ -72,6 +72,7 @@ from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.rollout.summary import summarize, write_summary
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
+from verl_masopd.trainer.model_conventions import check_model_conventions
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.problem import Problem
@@ -249,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--teacher: the {args.workflow!r} workflow has one role, no contrasting role to score")
         tokenizer_path = args.model or paths[policies[0]]
         check_models([tokenizer_path, *paths.values(), *([args.teacher] if args.teacher else [])])
+        folders = {f"the {policy} policy's model": path for policy, path in paths.items()}
+        teacher = {"--teacher": args.teacher} if args.teacher else {}
+        check_model_conventions(folders | teacher, "--teacher" if args.teacher else None)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as e:

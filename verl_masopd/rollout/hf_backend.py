@@ -11,7 +11,9 @@ Generation stops at any eos id of the model's generation config or tokenizer; th
 kept in the response with its log-prob (finish_reason "stop"); a response that hits
 `max_new_tokens` first ends with finish_reason "length". With `sampling.stop` strings (tool
 calls), HF's stop-string criterion ends a row, and the response is cut after the first token
-whose decoded prefix contains a stop string (finish_reason "stop").
+whose decoded prefix contains a stop string (finish_reason "stop"): that token is kept whole, as
+vLLM keeps its id, even where it reaches past the string; the tool loop cuts the segment at the
+string (rollout/tool_loop.py).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 generate on (workflows/tools.py for the protocol).
 
 For every request whose agent has a tool, generation runs with the tool's stop strings. A segment
-whose text contains one is a call: the tool runs on the reply so far (in a thread, bounded by the
-tool's `timeout_s`), its observation is encoded without special tokens, clipped to
-`max_observation_tokens` and to the room left, and appended; the request goes back to its policy's
-backend with the whole sequence so far as its prompt. Budgets, per response:
+whose text contains one is a call: the tool runs on the reply so far, which ends exactly at the
+call's stop string (in a thread, bounded by the tool's `timeout_s`), its observation is encoded
+without special tokens, clipped to `max_observation_tokens` and to the room left, and appended;
+the request goes back to its policy's backend with the whole sequence so far as its prompt. Budgets, per response:
 
     |y| = Σ|g_i| + Σ|o_i| ≤ sampling.max_new_tokens        calls ≤ tool.max_calls
 
@@ -13,6 +13,16 @@ Each continuation's `max_new_tokens` is the room left, so a response never excee
 rollout would give it without tools. Log-probs are the backend's for generated tokens and 0 for
 observation tokens (`Response.generated` marks which is which). All requests that are generating
 at the same point go to the backends together, so a wave of agents shares every backend call.
+
+Cutting at the stop string. Both backends end a segment with the token that completes a stop
+string (vLLM truncates its text there but returns that token's id whole; the HF backend does the
+same). With a BPE tokenizer that token can reach past the string: `</calc>` completed by the token
+`>.`. Such a segment is cut at the string: its last token is replaced by the encoding of its text
+up to the end of the stop string (`>`), and these replacement tokens enter like an observation's
+(log-prob 0, generated 0), since the policy did not sample them. The tool, the context that follows
+and the trained tokens then hold exactly the text up to and including the stop string, on either
+backend. Should the re-encoding not decode back to that text, the sampled token stays and only the
+tool's text is cut.
 """
 
 from __future__ import annotations
@@ -39,10 +49,16 @@ class Response:
     generated: list[int] = field(default_factory=list)
     tool_calls: list[ToolUse] = field(default_factory=list)
 
-    @classmethod
-    def of(cls, generation: Generation) -> Response:
-        g = generation
-        return cls(list(g.token_ids), list(g.log_probs), g.finish_reason, [1] * len(g.token_ids))
+
+@dataclass
+class Segment:
+    """One generation's tokens as they enter the response; `overflow`: characters of its text past
+    its call's stop string that stay in the tokens (the re-encoding could not remove them)."""
+
+    token_ids: list[int]
+    log_probs: list[float]
+    generated: list[int]
+    overflow: int
 
 
 @dataclass
@@ -92,8 +108,9 @@ class ToolLoop:
             generations = await self.generate(triples)
             calls = []
             for i, gen in zip(active, generations, strict=True):
-                response = responses[i] = self._extend(responses[i], gen)
-                reply = self._call(requests[i].tool, response, gen)
+                segment = self._segment(requests[i].tool, gen)
+                response = responses[i] = self._extend(responses[i], gen, segment)
+                reply = self._call(requests[i].tool, response, segment)
                 if reply is None:
                     continue
                 tool = requests[i].tool
@@ -117,27 +134,56 @@ class ToolLoop:
         sampling = replace(self.sampling, stop=request.tool.stop, max_new_tokens=self._room(response))
         return request.policy, request.prompt_ids + response.token_ids, sampling
 
-    def _extend(self, response: Response | None, gen: Generation) -> Response:
-        if response is None:
-            return Response.of(gen)
-        if gen.finish_reason == FAILED:
+    def _segment(self, tool: Tool | None, gen: Generation) -> Segment:
+        """The generation as a segment, cut at its call's stop string (the module doc)."""
+        segment = Segment(list(gen.token_ids), list(gen.log_probs), [1] * len(gen.token_ids), 0)
+        if tool is None or not gen.token_ids:
+            return segment
+        text = self._decode(gen.token_ids)
+        end = tool.call_end(text)
+        if end is None or end == len(text):
+            return segment
+        segment.overflow = len(text) - end
+        head = self._decode(gen.token_ids[:-1])
+        if not text.startswith(head) or end <= len(head):
+            return segment
+        piece = self.tokenizer.encode(text[len(head) : end], add_special_tokens=False)
+        if self._decode(gen.token_ids[:-1] + piece) != text[:end]:
+            return segment
+        keep = len(gen.token_ids) - 1
+        return Segment(
+            segment.token_ids[:keep] + piece,
+            segment.log_probs[:keep] + [0.0] * len(piece),
+            [1] * keep + [0] * len(piece),
+            0,
+        )
+
+    def _extend(self, response: Response | None, gen: Generation, segment: Segment) -> Response:
+        if gen.finish_reason == FAILED and response is not None:
             # a continuation lost after the retries ends the response with what it has
             self.metrics.continuation_failures += 1
             response.finish_reason = LENGTH
             return response
-        response.token_ids += gen.token_ids
-        response.log_probs += gen.log_probs
-        response.generated += [1] * len(gen.token_ids)
+        if response is None:
+            response = Response([], [], gen.finish_reason)
+        response.token_ids += segment.token_ids
+        response.log_probs += segment.log_probs
+        response.generated += segment.generated
         response.finish_reason = gen.finish_reason
         return response
 
-    def _call(self, tool: Tool | None, response: Response, gen: Generation) -> str | None:
-        """The reply so far when this segment ends in a call, else None."""
-        if tool is None or gen.finish_reason == FAILED or not gen.token_ids:
+    def _call(self, tool: Tool | None, response: Response, segment: Segment) -> str | None:
+        """The reply so far, up to and including the stop string, when this segment ends in a call, else None."""
+        if tool is None or not segment.token_ids:
             return None
-        if tool.call_end(self.tokenizer.decode(gen.token_ids, skip_special_tokens=True)) is None:
+        text = self._decode(segment.token_ids)
+        if tool.call_end(text) is None:
             return None
-        return self.tokenizer.decode(response.token_ids, skip_special_tokens=True)
+        reply = self._decode(response.token_ids)
+        return reply[: len(reply) - segment.overflow]
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     async def _observe(self, tool: Tool, response: Response, reply: str) -> None:
         """Run the tool on `reply` and append the observation (a recorded outcome in every case)."""

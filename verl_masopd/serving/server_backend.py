@@ -5,10 +5,11 @@ call returning verl's `TokenOutput`; the calls of a batch run concurrently and t
 them. Sampling parameters map to vLLM's: temperature, top_p, top_k, max_tokens, and
 `logprobs: True`, under which verl returns each sampled token's log-prob (its rollout
 `logprobs_mode`, default "processed_logprobs": the distribution after temperature and top-k/top-p,
-as the HF backend), and `stop` with the sampling's stop strings (tool calls; vLLM keeps the token
-that completes one). The eos token is included in `token_ids` when generated; "stop" vs "length"
-is read from whether the last token is an eos id, or with stop strings whether the response
-ended before `max_tokens`.
+as the HF backend), and `stop` with the sampling's stop strings (tool calls; vLLM truncates its
+text at the string but returns the id of the token that completes it whole, as the HF backend
+does; the tool loop cuts the segment at the string). The eos token is included in `token_ids` when
+generated; "stop" vs "length" is read from whether the last token is an eos id, or with stop
+strings whether the response ended before `max_tokens`.
 
 Weights: verl streams them from the policy's engine workers to the servers through its
 `CheckpointEngineManager`; `update_weights(state_dict, version)` triggers that sync for

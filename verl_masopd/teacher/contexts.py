@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_masopd.context import NO_CUT, ContextEncoder, Cut, arrange
+from verl_masopd.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.teacher.privileged import privileged_block
 from verl_masopd.teacher.reference import reference_block
 from verl_masopd.workflows.base import Attribution, Episode, Workflow
@@ -74,7 +74,7 @@ class TeacherContextBuilder:
         """
         rendered = self.workflow.render(episode, episode.agent(agent), turn, role=role)
         block = self._block(episode, agent, turn, attribution)
-        return arrange(rendered, self.encoder.layout, self._privileged(episode, block)), block is not None
+        return self.encoder.arrange(rendered, self._privileged(episode, block)), block is not None
 
     def _privileged(self, episode: Episode, block: str | None) -> str | None:
         """The teacher-only text: b (with `reference`) and p_t, joined by a blank line; None without either."""

@@ -30,7 +30,6 @@ from omegaconf.errors import (
     MissingMandatoryValue,
     OmegaConfBaseException,
 )
-from transformers import AutoTokenizer
 from verl.trainer.config import AlgoConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
@@ -47,6 +46,7 @@ from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.teacher.teachers import Teachers, read_teachers
 from verl_masopd.trainer.checkpoint import RESUME_MODES
 from verl_masopd.trainer.lora import policy_loras
+from verl_masopd.trainer.model_conventions import check_model_conventions
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES
@@ -189,10 +189,12 @@ class EnginesSection:
     gpus_per_engine: int
     dtype: str
     placement_wait_s: float
+    max_tokens_per_micro_batch: int
 
     def __post_init__(self):
         _one_of("engines.placement", self.placement, PLACEMENTS)
         _at_least("engines.gpus_per_engine", self.gpus_per_engine, 1)
+        _at_least("engines.max_tokens_per_micro_batch", self.max_tokens_per_micro_batch, 1)
         _one_of("engines.dtype", self.dtype, ENGINE_DTYPES)
         require(
             math.isfinite(self.placement_wait_s) and self.placement_wait_s > 0,
@@ -329,6 +331,13 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     engines = _read_section(cfg, "engines", EnginesSection)
     data = _read_fields(cfg, "data", DataSection)
     trainer = _read_fields(cfg, "trainer", TrainerSection)
+    longest = data.max_prompt_length + data.max_response_length
+    require(
+        engines.max_tokens_per_micro_batch >= longest,
+        "engines.max_tokens_per_micro_batch",
+        f"{engines.max_tokens_per_micro_batch} tokens cannot hold one sequence of data.max_prompt_length + "
+        f"data.max_response_length = {longest} tokens",
+    )
     mini_batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
     _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", mini_batch, 1)
     students = StudentsSection(
@@ -519,19 +528,7 @@ def _check_models(students: StudentsSection, teacher: TeacherSection, teachers: 
     for key, path in folders.items():
         has_model = os.path.isfile(os.path.join(path, "config.json"))
         require(has_model, key, f"no Hugging Face model at {path} (no config.json)")
-    if teacher.model_path:
-        teacher_vocab = _vocabulary(teacher.model_path)
-        for key, path in folders.items():
-            require(
-                key == "teacher.model_path" or _vocabulary(path) == teacher_vocab,
-                key,
-                f"the tokenizer at {path} differs from the teacher's ({teacher.model_path}); "
-                "teacher log-probs are scored on the students' token ids, so both must share one tokenizer",
-            )
-
-
-def _vocabulary(path: str) -> dict[str, int]:
-    return AutoTokenizer.from_pretrained(path).get_vocab()
+    check_model_conventions(folders, "teacher.model_path" if teacher.model_path else None)
 
 
 def _data_files(cfg: DictConfig, key: str, required: bool) -> tuple[str, ...]:

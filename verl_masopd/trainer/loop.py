@@ -205,6 +205,7 @@ class Trainer:
                 weight_decay=actor.optim.weight_decay,
                 grad_clip=grad_clip,
                 dtype=self.run.engines.dtype,
+                max_tokens_per_micro_batch=self.run.engines.max_tokens_per_micro_batch,
                 seed=self.run.trainer.seed + i,
                 lora=self.run.loras.get(name),
             )
@@ -232,9 +233,11 @@ class Trainer:
 
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
         """A forward-only engine (the teacher, the reference policy)."""
-        return self.placement.build(
-            EngineSettings(model_path=model_path, forward_only=True, dtype=self.run.engines.dtype), name
+        tokens = max(self.run.engines.max_tokens_per_micro_batch, self.run.teacher.max_context_length)
+        settings = EngineSettings(
+            model_path=model_path, forward_only=True, dtype=self.run.engines.dtype, max_tokens_per_micro_batch=tokens
         )
+        return self.placement.build(settings, name)
 
     def _teachers(self) -> Teachers:
         """The run's teachers: those of the config (teacher.source=path), or with frozen or live one per
