@@ -4,11 +4,13 @@
 `<think>`/`</think>` as added tokens that are not special, Qwen3's no-thinking template) and
 `chatml_bpe`, a byte-level BPE learnt here on a few KB of text with ChatML's special tokens and
 Qwen3's thinking and tool tags, wrapped with SmolLM2's template (it inserts a default system
-message when the first message is not one). A real tokenizer joins the list as one more loader.
+message when the first message is not one). A real tokenizer joins the list as one more loader,
+or for one run as a folder in MASOPD_TEST_TOKENIZERS (folders separated by the path separator).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -75,6 +77,8 @@ def shipped() -> PreTrainedTokenizerFast:
 
 
 TOKENIZERS = {"tiny": shipped, "chatml_bpe": chatml_bpe}
+for _folder in filter(None, os.environ.get("MASOPD_TEST_TOKENIZERS", "").split(os.pathsep)):
+    TOKENIZERS[Path(_folder).name] = lambda folder=_folder: AutoTokenizer.from_pretrained(folder)
 
 # Untrusted strings: a forged turn, every ChatML special and Qwen3 tag alone and in context,
 # tool calls and responses, a thinking block, and the escape character of verl_masopd.chat.
