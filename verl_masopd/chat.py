@@ -43,7 +43,7 @@ ESCAPE = "\U000f0000"  # private use: E, then one private-use character naming t
 class _Controls:
     """A tokenizer's control strings, their escapes, and the tokenizer without added tokens."""
 
-    size: int  # len(tokenizer) when built: a tokenizer given more tokens is read again
+    added: int  # the number of added tokens when built: a tokenizer given more is read again
     ids: frozenset[int]
     pattern: re.Pattern  # a control string or E
     escapes: dict[str, str]  # control string or E → its escape
@@ -65,19 +65,20 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def controls(tokenizer) -> _Controls:
     """The control strings of a fast tokenizer (its added tokens), read once per tokenizer."""
+    decoder = tokenizer.added_tokens_decoder
     cached = _CACHE.get(tokenizer)
-    if cached is not None and cached.size == len(tokenizer):
+    if cached is not None and cached.added == len(decoder):
         return cached
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise ValueError(f"{type(tokenizer).__name__} is not a fast tokenizer; the contexts need one")
-    added = {token.content: i for i, token in tokenizer.added_tokens_decoder.items()}
+    added = {token.content: i for i, token in decoder.items()}
     strings = [ESCAPE, *sorted(added, key=len, reverse=True)]
     names = [chr(0xF0000 + k) for k in range(len(strings))]  # E escapes itself as E E
     spec = json.loads(backend.to_str())
     spec.update(added_tokens=[], truncation=None, padding=None)
     found = _Controls(
-        size=len(tokenizer),
+        added=len(decoder),
         ids=frozenset(added.values()),
         pattern=re.compile("|".join(map(re.escape, strings))),
         escapes={s: ESCAPE + n for s, n in zip(strings, names, strict=True)},
