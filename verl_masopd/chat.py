@@ -1,21 +1,127 @@
-"""The one way chat messages become token ids, shared by the students' rollouts and the teacher.
+"""The one way text becomes token ids in a context, shared by the students' rollouts and the teacher.
 
-Qwen3 chat template in no-thinking mode with the generation prompt appended: the context u an
-agent is sampled from, and every teacher context x_q, are encoded by this function so that the
-student and teacher tokenizations of a response line up.
+Contexts are chat messages rendered with the tokenizer's chat template (Qwen3's in no-thinking
+mode, generation prompt appended): the context u an agent is sampled from and every teacher
+context x_q are encoded by `encode_messages`, so that the student and teacher tokenizations of a
+response line up. Text appended inside a response (tool observations) is encoded by `encode_text`.
+
+Control tokens (docs/untrusted-text.md). The tokenizer's added tokens are control tokens: its
+special tokens (`<|im_start|>`, `<|im_end|>`, `<|endoftext|>`) and tags such as Qwen3's `<think>`,
+`<tool_call>`, `<tool_response>`. Only the chat template writes them. Message contents and tool
+observations are text: a control token's string inside them becomes the ordinary tokens of its
+characters. A fast tokenizer alone cannot tell the two apart: it turns every occurrence of an added
+token's string in the rendered chat into the token (`add_special_tokens=False` only leaves out
+bos/eos; `split_special_tokens=True` splits the template's own special tokens too, and no tag that
+is not a special token). So `encode_messages`:
+
+  1. escapes each content: every control string c_i in it, and every escape character E (U+F0000),
+     becomes E followed by the private-use character naming it, so no content holds a control string;
+  2. renders the escaped messages with the template and encodes the result: every control token
+     in it is the template's own;
+  3. re-encodes each run of text between two control tokens that holds an escape, unescaped, with
+     the tokenizer stripped of its added tokens (its normalizer, pre-tokenizer and model only).
+
+A content without control strings (or E) is unchanged by step 1; when no content holds one, the ids
+are the tokenizer's ids of the rendered chat, as `apply_chat_template(tokenize=True)` gives them.
+The template's fixed text next to a content must not complete a control string begun in the content
+(true of ChatML templates: the text next to a content is whole control tokens and role names).
 """
 
 from __future__ import annotations
 
+import json
+import re
+import weakref
+from dataclasses import dataclass
+
+from tokenizers import Tokenizer
+
+ESCAPE = "\U000f0000"  # private use: E, then one private-use character naming the escaped string
+
+
+@dataclass(frozen=True)
+class _Controls:
+    """A tokenizer's control strings, their escapes, and the tokenizer without added tokens."""
+
+    added: int  # the number of added tokens when built: a tokenizer given more is read again
+    ids: frozenset[int]
+    pattern: re.Pattern  # a control string or E
+    escapes: dict[str, str]  # control string or E → its escape
+    originals: dict[str, str]  # naming character → control string or E
+    text: Tokenizer
+
+    def escape(self, text: str) -> str:
+        return self.pattern.sub(lambda m: self.escapes[m.group(0)], text)
+
+    def unescape(self, text: str) -> str:
+        return re.sub(f"{ESCAPE}(.)", lambda m: self.originals.get(m.group(1), m.group(0)), text, flags=re.DOTALL)
+
+    def text_ids(self, text: str) -> list[int]:
+        return self.text.encode(text, add_special_tokens=False).ids
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def controls(tokenizer) -> _Controls:
+    """The control strings of a fast tokenizer (its added tokens), read once per tokenizer."""
+    decoder = tokenizer.added_tokens_decoder
+    cached = _CACHE.get(tokenizer)
+    if cached is not None and cached.added == len(decoder):
+        return cached
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"{type(tokenizer).__name__} is not a fast tokenizer; the contexts need one")
+    added = {token.content: i for i, token in decoder.items()}
+    strings = [ESCAPE, *sorted(added, key=len, reverse=True)]
+    names = [chr(0xF0000 + k) for k in range(len(strings))]  # E escapes itself as E E
+    spec = json.loads(backend.to_str())
+    spec.update(added_tokens=[], truncation=None, padding=None)
+    found = _Controls(
+        added=len(decoder),
+        ids=frozenset(added.values()),
+        pattern=re.compile("|".join(map(re.escape, strings))),
+        escapes={s: ESCAPE + n for s, n in zip(strings, names, strict=True)},
+        originals=dict(zip(names, strings, strict=True)),
+        text=Tokenizer.from_str(json.dumps(spec)),
+    )
+    _CACHE[tokenizer] = found
+    return found
+
 
 def encode_messages(tokenizer, messages: list[dict]) -> list[int]:
-    """Token ids of `messages` rendered with the chat template, ready for the assistant's reply."""
-    ids = tokenizer.apply_chat_template(
-        messages, tokenize=True, add_generation_prompt=True, enable_thinking=False, return_dict=False
-    )
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return [int(i) for i in ids]
+    """Token ids of `messages` rendered with the chat template, ready for the assistant's reply; the
+    contents are text (module docstring)."""
+    found = controls(tokenizer)
+    escaped = [
+        {**m, "content": found.escape(m["content"])} if isinstance(m.get("content"), str) else m for m in messages
+    ]
+    rendered = tokenizer.apply_chat_template(escaped, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+    if ESCAPE not in rendered:
+        return [int(i) for i in tokenizer(rendered, add_special_tokens=False)["input_ids"]]
+    encoded = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
+    ids: list[int] = []
+    run: list[int] = []
+    start = 0
+    for token, (begin, end) in [*zip(encoded["input_ids"], encoded["offset_mapping"]), (None, (len(rendered), 0))]:
+        if token is not None and token not in found.ids:
+            run.append(int(token))
+            continue
+        chunk = rendered[start:begin]
+        ids += found.text_ids(found.unescape(chunk)) if ESCAPE in chunk else run
+        if token is not None:
+            ids.append(int(token))
+        run, start = [], end
+    return ids
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    """Token ids of `text` as text: no bos/eos, and no control token (a control string inside it is
+    encoded as the ordinary tokens of its characters)."""
+    found = controls(tokenizer)
+    if found.pattern.search(text) is None:
+        return [int(i) for i in tokenizer.encode(text, add_special_tokens=False)]
+    return found.text_ids(text)
 
 
 SYSTEM_MARK, USER_MARK = "<<system-probe>>", "<<user-probe>>"

@@ -3,9 +3,10 @@ generate on (workflows/tools.py for the protocol).
 
 For every request whose agent has a tool, generation runs with the tool's stop strings. A segment
 whose text contains one is a call: the tool runs on the reply so far, which ends exactly at the
-call's stop string (in a thread, bounded by the tool's `timeout_s`), its observation is encoded
-without special tokens, clipped to `max_observation_tokens` and to the room left, and appended;
-the request goes back to its policy's backend with the whole sequence so far as its prompt. Budgets, per response:
+call's stop string (in a thread, bounded by the tool's `timeout_s`), its observation is encoded as
+text (`verl_masopd.chat.encode_text`: no control token, whatever it prints), clipped to
+`max_observation_tokens` and to the room left, and appended; the request goes back to its policy's
+backend with the whole sequence so far as its prompt. Budgets, per response:
 
     |y| = Σ|g_i| + Σ|o_i| ≤ sampling.max_new_tokens        calls ≤ tool.max_calls
 
@@ -34,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from verl_masopd.chat import encode_text
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.records import FAILED, LENGTH, ToolUse
 from verl_masopd.workflows.tools import ERROR, OK, OVER_BUDGET, TIMEOUT, TRUNCATED, Observation, Tool
@@ -147,7 +149,7 @@ class ToolLoop:
         head = self._decode(gen.token_ids[:-1])
         if not text.startswith(head) or end <= len(head):
             return segment
-        piece = self.tokenizer.encode(text[len(head) : end], add_special_tokens=False)
+        piece = encode_text(self.tokenizer, text[len(head) : end])
         if self._decode(gen.token_ids[:-1] + piece) != text[:end]:
             return segment
         keep = len(gen.token_ids) - 1
@@ -198,7 +200,7 @@ class ToolLoop:
         except Exception as e:  # untrusted input may break the tool in any way: a recorded outcome
             observation = Observation(f"[{tool.name} failed: {type(e).__name__}]", ERROR)
         seconds = time.perf_counter() - start
-        ids = self.tokenizer.encode(observation.text, add_special_tokens=False)
+        ids = encode_text(self.tokenizer, observation.text)
         keep = max(0, min(len(ids), tool.max_observation_tokens, self._room(response) - 1))  # a token to go on
         outcome = TRUNCATED if keep < len(ids) and observation.outcome == OK else observation.outcome
         response.token_ids += ids[:keep]

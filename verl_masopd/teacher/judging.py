@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from verl_masopd.chat import encode_messages
+from verl_masopd.chat import encode_messages, encode_text
 from verl_masopd.rollout.records import FAILED, EpisodeResult
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScorer
 from verl_masopd.workflows.base import Workflow
@@ -85,7 +85,7 @@ class JudgeScoring:
         self.workflow = workflow
         self.scorer = scorer
         self.roles = set(roles)
-        self.verdicts = [tokenizer.encode(v, add_special_tokens=False) for v in workflow.judge_verdicts]
+        self.verdicts = [encode_text(tokenizer, v) for v in workflow.judge_verdicts]
         if not all(self.verdicts) or self.verdicts[0] == self.verdicts[1]:
             raise ValueError(f"the judge's verdicts {workflow.judge_verdicts} need distinct, non-empty tokenizations")
         self.budget = max_length - max(len(v) for v in self.verdicts)

@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_masopd.chat import encode_text
 from verl_masopd.retrieval.index import build_index
 from verl_masopd.tiny_world.search_kb import knowledge_base, write_corpus
 from verl_masopd.tiny_world.search_tasks import VALIDATION_START, SearchTask, golden_answers, task
@@ -187,7 +188,7 @@ class SearchDemonstrations:
     def _observe(self, reply: str) -> str:
         """The observation for the call that ends `reply`, clipped to max_obs_tokens as the rollout does."""
         text = self.workflow.search_tool.run(reply).text
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        ids = encode_text(self.tokenizer, text)
         return self.tokenizer.decode(ids[: self.workflow.search_tool.max_observation_tokens])
 
     def _found(self, observation: str, name: str) -> bool:
@@ -258,7 +259,5 @@ class SearchDemonstrations:
         return self._demonstration(t, self.workflow.judge_messages(hop.question, reply), [(verdict, True)])
 
     def _demonstration(self, t: SearchTask, messages: list[dict], segments: list[tuple[str, bool]]) -> Demonstration:
-        encoded = tuple(
-            (tuple(self.tokenizer.encode(text, add_special_tokens=False)), trained) for text, trained in segments
-        )
+        encoded = tuple((tuple(encode_text(self.tokenizer, text)), trained) for text, trained in segments)
         return Demonstration(t, messages, "".join(text for text, _ in segments), encoded)
