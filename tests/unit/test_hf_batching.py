@@ -70,3 +70,19 @@ async def test_rows_of_one_batch_keep_their_own_budget_and_stop_strings(backend)
     assert stopped.finish_reason == "stop" and stop in backend.tokenizer.decode(stopped.token_ids)
     assert stop not in backend.tokenizer.decode(stopped.token_ids[:-1]) and len(stopped.token_ids) <= 6
     assert full.token_ids == free.token_ids
+
+
+async def test_a_request_joins_a_running_batch_and_matches_its_single_generation(backend):
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=30)
+    long_prompt, late_prompt = prompts(backend)[3], prompts(backend)[0]
+    before = replace(backend.batcher.stats)
+    running = asyncio.ensure_future(backend.generate([long_prompt], replace(greedy, seed=0)))
+    while backend.batcher.stats.steps - before.steps < 1:  # the long row is decoding
+        await asyncio.sleep(0.0005)
+    [late] = await backend.generate([late_prompt], replace(greedy, seed=1))
+    [long] = await running
+    assert backend.batcher.stats.joined - before.joined == 1 and backend.batcher.stats.batches - before.batches == 1
+    for prompt, got in ((long_prompt, long), (late_prompt, late)):
+        [alone] = await backend.generate([prompt], replace(greedy, seed=2))
+        assert got.token_ids == alone.token_ids
+        assert got.log_probs == pytest.approx(alone.log_probs, abs=1e-5)

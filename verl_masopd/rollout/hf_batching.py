@@ -1,13 +1,15 @@
 """Continuous batching for the HF backend: a request queue per model and step-wise decoding whose
 finished rows leave the batch.
 
-Requests wait in a queue; whenever the model is free, the requests waiting form the next batch
-(those that share the first one's temperature, top-p and top-k, at most `max_batch_size`). The
-batch is prefilled left-padded, with position ids counted over each row's own tokens as HF's
-`generate` does, then decoded one token per step with a KV cache. A row leaves the batch (its
-cache rows dropped) as soon as it generates an eos id, completes one of its stop strings or
-reaches its own `max_new_tokens`, so no step computes a finished row; rows of one batch may
-differ in `max_new_tokens` and stop strings.
+Requests wait in a queue. A batch takes the requests waiting (those that share the first one's
+temperature, top-p and top-k, at most `max_batch_size` rows) and, before every decoding step,
+admits those that arrived since: new rows are prefilled left-padded, with position ids counted
+over each row's own tokens as HF's `generate` does, and their KV cache joins the batch's (the
+shorter side padded on the left with masked zeros). Then one token per row and step is decoded
+with the cache. A row leaves the batch (its cache rows dropped) as soon as it generates an eos
+id, completes one of its stop strings or reaches its own `max_new_tokens`, so no step computes a
+finished row; rows of one batch may differ in `max_new_tokens` and stop strings. The model lock
+is held per step, so the batches of several backends (policies) take turns step by step.
 
 Per row and step, with logits z (float32): scores s = z / T, then HF's top-k and top-p warpers
 (the processors `generate` applies, in its order); the recorded log-prob is log_softmax(s)[y]
@@ -41,14 +43,17 @@ class _Row:
     future: Future
     tokens: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
+    generator: torch.Generator | None = None
 
 
 @dataclass
 class DecodeStats:
-    """`batches`: batches run; `steps`: forward passes after the prefill; `row_steps`: rows those
-    passes computed (Σ over steps of the rows still in the batch)."""
+    """`batches`: batches run; `joined`: rows admitted into a batch that had rows decoding;
+    `steps`: forward passes after the prefills; `row_steps`: rows those passes computed (Σ over
+    steps of the rows still in the batch)."""
 
     batches: int = 0
+    joined: int = 0
     steps: int = 0
     row_steps: int = 0
 
@@ -98,74 +103,107 @@ class ContinuousBatcher:
         threading.Thread(target=self._drain, name="hf-batching", daemon=True).start()
 
     def _drain(self) -> None:
-        """Run batches of what waits until nothing does."""
+        """Run batches until nothing waits."""
         while True:
             with self._guard:
                 if not self._waiting:
                     self._draining = False
                     return
-                batch = self._take()
-            try:
-                with self.lock:
-                    self._decode(batch)
-            except BaseException as e:  # the callers get the error; the queue goes on
-                for row in batch:
-                    if not row.future.done():
-                        row.future.set_exception(e)
+            self._run()
 
-    def _take(self) -> list[_Row]:
-        first = self._waiting[0].sampling
-        kind = (first.temperature, first.top_p, first.top_k)
-        batch = [r for r in self._waiting if (r.sampling.temperature, r.sampling.top_p, r.sampling.top_k) == kind]
-        batch = batch[: self.max_batch_size]
+    def _take(self, kind: tuple | None, room: int) -> list[_Row]:
+        """Up to `room` waiting rows of sampling `kind` (None: the first waiting row's), in order."""
+        if kind is None and self._waiting:
+            kind = _kind(self._waiting[0].sampling)
+        batch = [r for r in self._waiting if _kind(r.sampling) == kind][:room]
         taken = {id(r) for r in batch}
         self._waiting = [r for r in self._waiting if id(r) not in taken]
         return batch
 
     @torch.no_grad()
-    def _decode(self, batch: list[_Row]) -> None:
-        sampling = batch[0].sampling
+    def _run(self) -> None:
+        """One batch: admit what waits, sample a token per live row, drop finished rows, decode a
+        step; until no row is live and no row of the batch's sampling waits. The model lock is
+        held per step, so the batches of several backends take turns step by step."""
+        live: list[_Row] = []
+        new: list[_Row] = []
+        kind = cache = mask = next_position = logits = None
+        try:
+            while True:
+                with self._guard:
+                    new = self._take(kind, self.max_batch_size - len(live))
+                if not new and not live:
+                    return
+                with self.lock:
+                    if new:
+                        kind = _kind(new[0].sampling)
+                        self.stats.batches += not live
+                        self.stats.joined += len(new) if live else 0
+                        cache, mask, next_position, logits = self._admit(new, cache, mask, next_position, logits)
+                        live += new
+                    keep = self._sample(live, logits)
+                    if not keep:
+                        live, cache = [], None
+                        continue
+                    if len(keep) < len(live):
+                        index = torch.tensor(keep)
+                        cache.batch_select_indices(index)
+                        mask, next_position = mask[index], next_position[index]
+                        live = [live[j] for j in keep]
+                    tokens = torch.tensor([[row.tokens[-1]] for row in live])
+                    mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
+                    logits = self._forward(tokens, mask, next_position, cache)
+                    next_position = next_position + 1
+                    self.stats.steps += 1
+                    self.stats.row_steps += len(live)
+        except BaseException as e:  # the callers get the error; the queue goes on
+            for row in live + new:
+                if not row.future.done():
+                    row.future.set_exception(e)
+
+    def _admit(self, new: list[_Row], cache, mask, next_position, logits):
+        """Prefill `new` (left-padded, position ids counted over each row's own tokens, as HF's
+        `generate`) and append its rows to the batch's: the shorter side's cache and mask get
+        zeros (masked) on the left."""
+        for row in new:
+            row.generator = torch.Generator().manual_seed(row.seed)
+        ids, new_mask = left_padded([r.prompt for r in new], self.pad_id)
+        positions = (new_mask.cumsum(-1) - 1).masked_fill(new_mask == 0, 1)
+        new_cache = DynamicCache()
+        new_logits = self._forward(ids, new_mask, positions, new_cache)
+        new_next = new_mask.sum(-1, keepdim=True)
+        if cache is None:
+            return new_cache, new_mask, new_next, new_logits
+        width = max(mask.shape[1], new_mask.shape[1])
+        for layer, added in zip(cache.layers, new_cache.layers, strict=True):
+            layer.keys = torch.cat([_left_padded(layer.keys, width), _left_padded(added.keys, width)])
+            layer.values = torch.cat([_left_padded(layer.values, width), _left_padded(added.values, width)])
+        mask = torch.cat([_left_padded(mask, width, dim=1), _left_padded(new_mask, width, dim=1)])
+        return cache, mask, torch.cat([next_position, new_next]), torch.cat([logits, new_logits])
+
+    def _sample(self, live: list[_Row], logits: torch.Tensor) -> list[int]:
+        """Draw each live row's next token; returns the indices of the rows that go on."""
+        sampling = live[0].sampling
         greedy = sampling.temperature <= 0
-        warpers = [] if greedy else _warpers(sampling)
-        generators = [torch.Generator().manual_seed(r.seed) for r in batch]
-        input_ids, mask = left_padded([r.prompt for r in batch], self.pad_id)
-        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
-        cache = DynamicCache()
-        logits = self._forward(input_ids, mask, positions, cache)
-        next_position = mask.sum(-1, keepdim=True)
-        live = list(range(len(batch)))  # indices into `batch` of the rows in the cache, in cache order
-        self.stats.batches += 1
-        while True:
-            scores = logits if greedy else _processed(logits, sampling.temperature, warpers)
-            log_probs = scores.log_softmax(-1)
-            if greedy:
-                tokens = scores.argmax(-1)
+        scores = logits if greedy else _processed(logits, sampling.temperature, _warpers(sampling))
+        log_probs = scores.log_softmax(-1)
+        if greedy:
+            tokens = scores.argmax(-1)
+        else:
+            probs = scores.softmax(-1)
+            tokens = torch.cat([torch.multinomial(probs[j], 1, generator=row.generator) for j, row in enumerate(live)])
+        token_log_probs = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).tolist()
+        keep = []
+        for j, row in enumerate(live):
+            token = int(tokens[j])
+            row.tokens.append(token)
+            row.log_probs.append(token_log_probs[j])
+            finish = self._finish(row, token)
+            if finish is None:
+                keep.append(j)
             else:
-                probs = scores.softmax(-1)
-                tokens = torch.cat([torch.multinomial(probs[j], 1, generator=generators[b]) for j, b in enumerate(live)])
-            token_log_probs = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).tolist()
-            keep = []
-            for j, b in enumerate(live):
-                row, token = batch[b], int(tokens[j])
-                row.tokens.append(token)
-                row.log_probs.append(token_log_probs[j])
-                finish = self._finish(row, token)
-                if finish is None:
-                    keep.append(j)
-                else:
-                    row.future.set_result(Generation(row.tokens, row.log_probs, finish))
-            if not keep:
-                return
-            if len(keep) < len(live):
-                index = torch.tensor(keep)
-                cache.batch_select_indices(index)
-                mask, next_position, tokens = mask[index], next_position[index], tokens[index]
-                live = [live[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
-            logits = self._forward(tokens.unsqueeze(-1), mask, next_position, cache)
-            next_position = next_position + 1
-            self.stats.steps += 1
-            self.stats.row_steps += len(live)
+                row.future.set_result(Generation(row.tokens, row.log_probs, finish))
+        return keep
 
     def _forward(self, input_ids, mask, positions, cache) -> torch.Tensor:
         out = self.model(
@@ -196,3 +234,18 @@ def _processed(logits: torch.Tensor, temperature: float, warpers: list) -> torch
     for warper in warpers:
         scores = warper(None, scores)
     return scores
+
+
+def _kind(sampling: SamplingParams) -> tuple:
+    """What the rows of one batch share: the processing of their scores."""
+    return sampling.temperature, sampling.top_p, sampling.top_k
+
+
+def _left_padded(t: torch.Tensor, width: int, dim: int = -2) -> torch.Tensor:
+    """`t` with zeros added on the left of `dim` up to `width`."""
+    missing = width - t.shape[dim]
+    if missing == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
