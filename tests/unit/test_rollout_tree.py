@@ -189,7 +189,9 @@ class SeededBranchBackend(BranchScriptBackend):
         self.log.append((uid, int(turn), "start", time.perf_counter()))
         copy = {request_seed(request_seed(uid, turn, seat, k), 0): k for k in range(self.branches)}
         await asyncio.sleep(self.delays[uid])
-        ids = self.tokenizer.encode(str(self.script[uid, int(turn), seat][copy[sampling.seed]]), add_special_tokens=False)
+        ids = self.tokenizer.encode(
+            str(self.script[uid, int(turn), seat][copy[sampling.seed]]), add_special_tokens=False
+        )
         self.log.append((uid, int(turn), "end", time.perf_counter()))
         return [Generation(ids + [self.eos], [-0.5] * (len(ids) + 1), "stop")]
 
