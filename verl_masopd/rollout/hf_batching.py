@@ -8,7 +8,8 @@ over each row's own tokens as HF's `generate` does, and their KV cache joins the
 shorter side padded on the left with masked zeros). Then one token per row and step is decoded
 with the cache. A row leaves the batch (its cache rows dropped) as soon as it generates an eos
 id, completes one of its stop strings or reaches its own `max_new_tokens`, so no step computes a
-finished row; rows of one batch may differ in `max_new_tokens` and stop strings. The model lock
+finished row (and the leading columns that only finished rows used are cut from the cache); rows
+of one batch may differ in `max_new_tokens` and stop strings. The model lock
 is held per step, so the batches of several backends (policies) take turns step by step.
 
 Per row and step, with logits z (float32): scores s = z / T, then HF's top-k and top-p warpers
@@ -150,6 +151,7 @@ class ContinuousBatcher:
                         cache.batch_select_indices(index)
                         mask, next_position = mask[index], next_position[index]
                         live = [live[j] for j in keep]
+                        mask = _trimmed(cache, mask)
                     tokens = torch.tensor([[row.tokens[-1]] for row in live])
                     mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
                     logits = self._forward(tokens, mask, next_position, cache)
@@ -249,3 +251,13 @@ def _left_padded(t: torch.Tensor, width: int, dim: int = -2) -> torch.Tensor:
     shape = list(t.shape)
     shape[dim] = missing
     return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
+def _trimmed(cache: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
+    """Drop the leading columns no live row attends to (padding left by rows that finished)."""
+    first = int(mask.any(0).nonzero()[0])
+    if first == 0:
+        return mask
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys[..., first:, :], layer.values[..., first:, :]
+    return mask[:, first:]
