@@ -269,3 +269,86 @@ async def test_sampling_params_passed_through(tiny_tokenizer):
     with RolloutManager(RelayWorkflow(), backends, tiny_tokenizer, sampling=params) as m:
         await m.run(problems("p0"))
     assert seen == [params, params]
+
+
+class LatencyBackend(ScriptedBackend):
+    """A ScriptedBackend whose reply to a prompt of problem p takes `delays[p]` seconds; logs
+    (uid, turn, "start" | "end", time) and each call's sampling seed."""
+
+    def __init__(self, tokenizer, script, delays, log):
+        super().__init__(tokenizer, script)
+        self.delays, self.log = delays, log
+        self.seeds: list[int | None] = []
+
+    async def generate(self, prompts, sampling):
+        pattern = r"Problem (\w+):.*turn (\d+)"
+        keys = [re.search(pattern, self.tokenizer.decode(p), re.S).groups() for p in prompts]
+        self.seeds.append(sampling.seed)
+        self.log.extend((uid, int(turn), "start", time.perf_counter()) for uid, turn in keys)
+        await asyncio.sleep(max(self.delays[uid] for uid, _ in keys))
+        out = await super().generate(prompts, sampling)
+        self.log.extend((uid, int(turn), "end", time.perf_counter()) for uid, turn in keys)
+        return out
+
+
+async def play_with_latency(tokenizer, turn_barrier, script, delays, uids=("fast", "slow"), group_size=1):
+    """(results, {uid: time its episode was judged}, event log, backends) of one rollout."""
+    log, done = [], {}
+    backends = {r: LatencyBackend(tokenizer, script, delays, log) for r in ("asker", "checker")}
+    with RolloutManager(RelayWorkflow(horizon=4), backends, tokenizer, turn_barrier=turn_barrier) as m:
+        groups = await m.run(
+            problems(*uids),
+            group_size=group_size,
+            on_episode_done=lambda r: done.setdefault(r.episode.problem.uid, time.perf_counter()),
+        )
+    return episodes_of(groups), done, log, backends
+
+
+def records(results):
+    return [
+        (r.episode_id, s.turn, s.agent, s.prompt_ids, s.response_ids, s.rollout_log_probs, s.finish_reason)
+        for r in results
+        for s in r.samples
+    ]
+
+
+async def test_without_the_barrier_a_fast_episode_never_waits_for_a_slow_one(tiny_tokenizer):
+    script, delays = answer_at_turn({"fast": 2, "slow": 0}), {"fast": 0.01, "slow": 0.4}
+    lockstep, done_lockstep, log_lockstep, _ = await play_with_latency(tiny_tokenizer, True, script, delays)
+    free, done, log, backends = await play_with_latency(tiny_tokenizer, False, script, delays)
+    first_slow_reply = max(t for uid, turn, what, t in log if (uid, turn, what) == ("slow", 0, "end"))
+    # the fast episode played all 3 of its turns and was judged before the slow one's first reply came
+    assert [len(r.episode.turns) for r in free] == [3, 1]
+    assert done["fast"] < first_slow_reply
+    # lockstep: the fast episode's turn 1 starts only after the slow reply of turn 0
+    slow_end = max(t for uid, turn, what, t in log_lockstep if (uid, turn, what) == ("slow", 0, "end"))
+    assert min(t for uid, turn, what, t in log_lockstep if (uid, turn) == ("fast", 1)) > slow_end
+    assert done_lockstep["fast"] > slow_end
+    # every request its own call, with its own seed; the records are the lockstep ones
+    assert all(n == 1 for b in backends.values() for n in b.calls)
+    seeds = [s for b in backends.values() for s in b.seeds]
+    assert None not in seeds and len(set(seeds)) == len(seeds) == 8
+    assert records(free) == records(lockstep)
+
+
+async def test_without_the_barrier_sampling_follows_the_request_seeds_not_the_interleaving(tiny_tokenizer):
+    """A backend whose reply is a function of the request's seed: two rollouts whose episodes
+    interleave in opposite orders record the same episodes."""
+
+    class SeedBackend(LatencyBackend):
+        async def generate(self, prompts, sampling):
+            self.script = lambda prompt: str(sampling.seed % 3)
+            return await super().generate(prompts, sampling)
+
+    outcomes = []
+    for delays in ({"p0": 0.0, "p1": 0.05}, {"p0": 0.05, "p1": 0.0}):
+        log = []
+        backends = {r: SeedBackend(tiny_tokenizer, None, delays, log) for r in ("asker", "checker")}
+        with RolloutManager(RelayWorkflow(horizon=4), backends, tiny_tokenizer, turn_barrier=False) as m:
+            played = records(episodes_of(await m.run(problems("p0", "p1"), group_size=2)))
+        seeds = [s for b in backends.values() for s in b.seeds]
+        outcomes.append((played, sorted(log, key=lambda e: e[3])[-1][0], seeds))
+    (first, last_a, seeds_a), (second, last_b, seeds_b) = outcomes
+    assert (last_a, last_b) == ("p1", "p0")  # the interleaving did differ
+    assert first == second and sorted(seeds_a) == sorted(seeds_b)
+    assert len(set(seeds_a)) == len(seeds_a)  # the G episodes of a problem draw with seeds of their own

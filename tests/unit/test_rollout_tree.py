@@ -3,12 +3,14 @@ test per known defect of the Stronger-MAS reference code (docs/method.md, "Refer
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from collections import Counter, defaultdict
 
 import pytest
 
-from verl_masopd.rollout.backend import Generation
+from verl_masopd.rollout.backend import Generation, request_seed
 from verl_masopd.rollout.batch import to_dataproto
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.tree import TreeSampler
@@ -168,3 +170,52 @@ def test_tree_needs_two_branches(tiny_tokenizer):
     backends = {r: BranchScriptBackend(tiny_tokenizer, SCRIPT) for r in ("lead", "follow")}
     with RolloutManager(GuessWorkflow(), backends, tiny_tokenizer) as m, pytest.raises(ValueError, match="2 branches"):
         TreeSampler(m, 1)
+
+
+class SeededBranchBackend(BranchScriptBackend):
+    """Without the turn barrier each candidate is its own call: copy k is read from its seed
+    (request_seed(uid, turn, seat, k), segment 0); a reply of problem p takes `delays[p]` seconds.
+    Logs (uid, turn, "start" | "end", time)."""
+
+    def __init__(self, tokenizer, script, delays, log, branches=3):
+        super().__init__(tokenizer, script)
+        self.delays, self.log, self.branches = delays, log, branches
+
+    async def generate(self, prompts, sampling):
+        [prompt] = prompts
+        text = self.tokenizer.decode(prompt)
+        self.prompts.append(text)
+        uid, turn, seat = re.search(r"Problem (\w+) turn (\d+) seat (\w+)", text).groups()
+        self.log.append((uid, int(turn), "start", time.perf_counter()))
+        copy = {request_seed(request_seed(uid, turn, seat, k), 0): k for k in range(self.branches)}
+        await asyncio.sleep(self.delays[uid])
+        ids = self.tokenizer.encode(
+            str(self.script[uid, int(turn), seat][copy[sampling.seed]]), add_special_tokens=False
+        )
+        self.log.append((uid, int(turn), "end", time.perf_counter()))
+        return [Generation(ids + [self.eos], [-0.5] * (len(ids) + 1), "stop")]
+
+
+async def test_without_the_barrier_each_tree_keeps_its_turn_sync_and_only_there(tiny_tokenizer):
+    lockstep, _ = await run_tree(tiny_tokenizer, ["p0", "p1", "p2"])
+    log = []
+    delays = {"p0": 0.3, "p1": 0.0, "p2": 0.0}
+    backends = {r: SeededBranchBackend(tiny_tokenizer, SCRIPT, delays, log) for r in ("lead", "follow")}
+    with RolloutManager(GuessWorkflow(horizon=2), backends, tiny_tokenizer, turn_barrier=False) as m:
+        free = await TreeSampler(m, 3).run(problems("p0", "p1", "p2"))
+
+    def view(groups):
+        return [
+            (r.episode_id, s.turn, s.agent, s.branch, s.response_ids, sorted(r.judgement.local.items()))
+            for g in groups
+            for r in g.episodes
+            for s in r.samples
+        ]
+
+    assert view(free) == view(lockstep)
+    for uid in ("p0", "p2"):  # within a tree: turn 1 starts after every candidate of turn 0 ended
+        turn0_end = max(t for u, turn, what, t in log if (u, turn, what) == (uid, 0, "end"))
+        assert min(t for u, turn, what, t in log if (u, turn, what) == (uid, 1, "start")) > turn0_end
+    # across trees no sync: the fast tree p2 played its turn 1 before slow p0's turn 0 came back
+    p0_first = min(t for u, turn, what, t in log if (u, turn, what) == ("p0", 0, "end"))
+    assert max(t for u, turn, what, t in log if (u, turn, what) == ("p2", 1, "end")) < p0_first

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_masopd.rollout.backend import SamplingParams
+from verl_masopd.rollout.backend import SamplingParams, request_seed
 from verl_masopd.serving.server_backend import VerlServerBackend
 
 EOS = 2
@@ -70,6 +70,13 @@ async def test_tokens_log_probs_and_finish_reasons(server):
     ]
     assert gens[0].log_probs == pytest.approx([-0.1, -0.2, -0.3])
     assert server.seen_params[0] == {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 4, "logprobs": True}
+
+
+async def test_a_seeded_call_gives_each_request_its_own_vllm_seed(server):
+    backend = VerlServerBackend(server, [EOS], version=3)
+    await backend.generate([[2, 9], [5, 9, 9]], SamplingParams(max_new_tokens=4, seed=77))
+    assert [p["seed"] for p in server.seen_params] == [request_seed(3, 77, 0), request_seed(3, 77, 1)]
+    assert len({p["seed"] for p in server.seen_params}) == 2
 
 
 async def test_over_long_prompt_fails_alone(server):

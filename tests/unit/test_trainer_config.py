@@ -183,6 +183,9 @@ def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, ti
     assert run.policy_path("reasoner") == tiny_model_path
     assert run.teacher.model_path == tiny_teacher_path
     assert run.estimator.name == "masopd" and run.estimator.spec.needs_teacher
+    assert run.rollout.turn_barrier is True
+    assert validate_config(with_values(cpu_cfg, rollout__turn_barrier=False)).rollout.turn_barrier is False
+    assert "rollout.turn_barrier" in error_of(with_values(cpu_cfg, rollout__turn_barrier="sometimes"))
     assert run.train_files == (train_file,) and run.val_files == ()
     assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
     assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)

@@ -4,10 +4,16 @@ Generation stops at the tokenizer's eos (or pad) token, after `max_new_tokens`, 
 token whose text completes one of the `stop` strings (a tool call, workflows/tools.py; that token
 is kept, finish_reason "stop"); a generated eos token is included in `token_ids` with its
 log-prob, as verl does.
+
+`SamplingParams.seed` None is a call's sampling as the backend seeds it (the lockstep rollout);
+a seed makes the sampling of each prompt of the call depend only on (backend seed, weight
+version, request seed, the prompt's index in the call), whichever other requests share the
+engine: the rollout without a turn barrier seeds every request (`request_seed`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,13 +21,21 @@ from typing import Protocol
 @dataclass(frozen=True)
 class SamplingParams:
     """top_k = -1 means no top-k filtering; top_p = 1.0 means no nucleus filtering; `stop`: the
-    strings that end a generation (none by default)."""
+    strings that end a generation (none by default); `seed`: the request's own sampling seed
+    (None: the backend's per-call seeding)."""
 
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
     max_new_tokens: int = 256
     stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+def request_seed(*parts) -> int:
+    """A 63-bit seed from `parts` (their text joined by "/"): the first 8 bytes of its SHA-256."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 @dataclass

@@ -14,6 +14,12 @@ calls), HF's stop-string criterion ends a row, and the response is cut after the
 whose decoded prefix contains a stop string (finish_reason "stop"): that token is kept whole, as
 vLLM keeps its id, even where it reaches past the string; the tool loop cuts the segment at the
 string (rollout/tool_loop.py).
+
+A call whose sampling has no seed (the lockstep rollout) is generated as above, one call at a time.
+A seeded call (the rollout without a turn barrier, backend.py) joins the backend's request queue
+instead: the requests waiting when the model is free form a batch, decoded step by step with
+finished rows leaving it, each row sampled from a generator seeded by request_seed(backend seed,
+weight version, request seed, index in the call) (rollout/hf_batching.py).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import threading
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from verl_masopd.rollout.backend import Generation, SamplingParams
+from verl_masopd.rollout.backend import Generation, SamplingParams, request_seed
+from verl_masopd.rollout.hf_batching import ContinuousBatcher
 from verl_masopd.rollout.records import LENGTH, STOP
 from verl_masopd.token_layout import left_padded
 
@@ -51,8 +58,14 @@ class HFBackend:
         self.version = 0
         self.seed = seed
         self._calls = 0
+        self.batcher = ContinuousBatcher(
+            self.model, self.pad_id, self.eos_ids, self._completes_stop, self._lock, max_batch_size
+        )
 
     async def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
+        if sampling.seed is not None:
+            seeds = [request_seed(self.seed, self.version, sampling.seed, i) for i in range(len(prompts))]
+            return await self.batcher.generate(prompts, seeds, sampling)
         return await asyncio.to_thread(self.generate_sync, prompts, sampling)
 
     def generate_sync(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:

@@ -5,10 +5,21 @@ until the workflow ends the episode: at turn t the agents the workflow schedules
 (`workflow.schedule`) each get their context u (`verl_masopd.context`: render(episode, agent, t) in
 the layout) sent to their policy's backend; an agent with a tool calls it inside its response
 (rollout/tool_loop.py); the responses are parsed into actions (`sample_turn`, the single-turn
-sampling that the tree sampler reuses) and `workflow.step` executes them. The requests of all live
-episodes for one policy at one point go to the backend as one call (the policies' calls run
-concurrently); `step` and `judge` (sandbox work, blocking) run in a thread pool so the event loop
-keeps serving the backends.
+sampling that the tree sampler reuses) and `workflow.step` executes them; `step` and `judge`
+(sandbox work, blocking) run in a thread pool so the event loop keeps serving the backends.
+
+Two modes (`turn_barrier`):
+- true (lockstep): every turn is a barrier. The requests of all live episodes for one policy at
+  one point go to the backend as one call (the policies' calls run concurrently), and the next
+  turn starts when every episode has stepped.
+- false: each episode is a task of its own. When its agents' replies and its `step` are done,
+  its next scheduled agents are sent at once (the agents of one turn together, so a wave of
+  Searchers stays parallel); every request is its own backend call (a server batches them
+  continuously, the HF backend gathers what waits into a batch), tool calls included, and an
+  episode is judged and handed to `on_episode_done` as soon as it ends. Every request carries
+  its own seed, request_seed(problem uid, g, turn, agent, copy), so the sampling of an episode
+  does not depend on how the episodes interleave. `turn_seconds` then sums the episodes' own
+  turn times (they overlap), and `tool_wall_seconds` the calls' own durations.
 
 A generation that raises, times out or comes back malformed is retried up to `max_retries`
 times; after that the turn is recorded as failed (empty response, finish_reason "failed"): the
@@ -26,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from verl_masopd.context import NO_CUT, ContextEncoder, Cut
-from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams
+from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams, request_seed
 from verl_masopd.rollout.policies import policies_of, policy_of
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, RolloutGroup, Sample
 from verl_masopd.rollout.tool_loop import Response, ToolLoop, ToolRequest
@@ -105,6 +116,7 @@ class RolloutMetrics:
 class _Live:
     episode_id: str
     episode: Episode
+    key: str = ""
     samples: list[Sample] = field(default_factory=list)
     failed: int = 0
 
@@ -113,7 +125,8 @@ class RolloutManager:
     """Plays `workflow` with one `GenerationBackend` per policy (`backends[policy_name]`).
 
     `policy_sharing` maps agents to policies (rollout/policies.py); `tokenizer` encodes every
-    context with `encode_messages` and decodes responses. Use as a context manager, or `close()`.
+    context with `encode_messages` and decodes responses; `turn_barrier`: the mode (above). Use as
+    a context manager, or `close()`.
     """
 
     def __init__(
@@ -129,6 +142,7 @@ class RolloutManager:
         step_threads: int = 4,
         max_prompt_len: int | None = None,
         context_layout: str = "role_first",
+        turn_barrier: bool = True,
     ):
         needed = policies_of(workflow.agents, policy_sharing)
         missing = [p for p in needed if p not in backends]
@@ -147,6 +161,7 @@ class RolloutManager:
         self.max_retries = max_retries
         self.generation_timeout_s = generation_timeout_s
         self.max_prompt_len = max_prompt_len
+        self.turn_barrier = turn_barrier
         self.contexts = ContextEncoder(workflow, tokenizer, context_layout)
         self.metrics = RolloutMetrics()
         self._pool = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="workflow-step")
@@ -188,11 +203,11 @@ class RolloutManager:
         on_episode_done: Callable[[EpisodeResult], None] | None = None,
     ) -> list[RolloutGroup]:
         """One `RolloutGroup` per problem, in problem order: G = `group_size` episodes each, all
-        played at once."""
+        played at once; `on_episode_done` receives each episode as it is judged."""
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         check_unique_uids(problems)
-        lives = [_Live(*self.new_episode(p)) for p in problems for _ in range(group_size)]
+        lives = [_Live(*self.new_episode(p), key=f"{p.uid}/{g}") for p in problems for g in range(group_size)]
         results: dict[int, EpisodeResult] = {}
 
         async def finish(i: int, live: _Live) -> None:
@@ -203,45 +218,62 @@ class RolloutManager:
             if on_episode_done is not None:
                 on_episode_done(result)
 
-        finishing = []
-        active = list(enumerate(lives))
-        while active:
-            turn = len(active[0][1].episode.turns)
-            draws = await self.sample_turn([live.episode for _, live in active])
-            steps = []
-            for (_, live), [joint] in zip(active, draws, strict=True):
-                for draw in joint.values():
-                    live.samples.append(draw.sample(live.episode_id, 0, turn))
-                    live.failed += draw.failed
-                steps.append(self.step(live.episode, {name: draw.action for name, draw in joint.items()}))
-            await asyncio.gather(*steps)
-            self.metrics.turns += len(active)
-            for i, live in active:
-                if live.episode.done:
-                    finishing.append(asyncio.ensure_future(finish(i, live)))
-            active = [(i, live) for i, live in active if not live.episode.done]
-        await asyncio.gather(*finishing)
+        async def play(i: int, live: _Live) -> None:
+            while not live.episode.done:
+                await self._play_turns([live], keys=[live.key])
+            await finish(i, live)
+
+        if not self.turn_barrier:
+            await asyncio.gather(*(play(i, live) for i, live in enumerate(lives)))
+        else:
+            finishing = []
+            active = list(enumerate(lives))
+            while active:
+                await self._play_turns([live for _, live in active])
+                for i, live in active:
+                    if live.episode.done:
+                        finishing.append(asyncio.ensure_future(finish(i, live)))
+                active = [(i, live) for i, live in active if not live.episode.done]
+            await asyncio.gather(*finishing)
         return [
             RolloutGroup(problem, [results[p * group_size + g] for g in range(group_size)])
             for p, problem in enumerate(problems)
         ]
 
-    async def sample_turn(self, episodes: Sequence[Episode], copies: int = 1) -> list[list[dict[str, Draw]]]:
+    async def _play_turns(self, lives: Sequence[_Live], keys: Sequence[str] | None = None) -> None:
+        """One turn of each of `lives` (all at the same turn): sample, record, step."""
+        turn = len(lives[0].episode.turns)
+        draws = await self.sample_turn([live.episode for live in lives], keys=keys)
+        steps = []
+        for live, [joint] in zip(lives, draws, strict=True):
+            for draw in joint.values():
+                live.samples.append(draw.sample(live.episode_id, 0, turn))
+                live.failed += draw.failed
+            steps.append(self.step(live.episode, {name: draw.action for name, draw in joint.items()}))
+        await asyncio.gather(*steps)
+        self.metrics.turns += len(lives)
+
+    async def sample_turn(
+        self, episodes: Sequence[Episode], copies: int = 1, keys: Sequence[str] | None = None
+    ) -> list[list[dict[str, Draw]]]:
         """`copies` joint actions for each episode at its current turn: out[e][k][agent name].
 
         Every scheduled agent's context u is rendered once and sampled `copies` times; the requests
         of all episodes go to each policy's backend as one call, episode-major, agent, then copy.
+        With `keys` (one per episode) each request is seeded with request_seed(key, turn, agent,
+        copy) and goes on its own (`respond`).
         """
         seats = []
-        for episode in episodes:
+        for e, episode in enumerate(episodes):
             turn = len(episode.turns)
             for agent in self.workflow.schedule(episode):
                 ids, cut = self.context(episode, agent, turn)
-                seats.append((episode, agent, policy_of(agent, self.policy_sharing), ids, cut))
+                key = None if keys is None else (keys[e], turn, agent.name)
+                seats.append((episode, agent, policy_of(agent, self.policy_sharing), ids, cut, key))
         requests = [
-            ToolRequest(policy, prompt, self.workflow.tool(agent))
-            for _, agent, policy, prompt, _ in seats
-            for _ in range(copies)
+            ToolRequest(policy, prompt, self.workflow.tool(agent), None if key is None else request_seed(*key, k))
+            for _, agent, policy, prompt, _, key in seats
+            for k in range(copies)
         ]
         start = time.perf_counter()
         responses = iter(await self.respond(requests))
@@ -249,7 +281,7 @@ class RolloutManager:
         self.metrics.turn_seconds[roles] += time.perf_counter() - start
         out: list[list[dict[str, Draw]]] = [[{} for _ in range(copies)] for _ in episodes]
         index = {id(episode): e for e, episode in enumerate(episodes)}
-        for episode, agent, policy, prompt, cut in seats:
+        for episode, agent, policy, prompt, cut, _ in seats:
             for k in range(copies):
                 response = next(responses)
                 out[index[id(episode)]][k][agent.name] = Draw(
@@ -273,7 +305,19 @@ class RolloutManager:
         return self.workflow.parse(agent, text)
 
     async def respond(self, requests: list[ToolRequest]) -> list[Response]:
-        """Whole responses, tool calls inside included; the tool metrics go into `metrics`."""
+        """Whole responses, tool calls inside included; the tool metrics go into `metrics`.
+
+        Without the turn barrier every request plays its own tool loop, so no request waits for
+        another's generation or tool call."""
+        if not self.turn_barrier:
+            responses = [r for [r] in await asyncio.gather(*(self._tools.run([q]) for q in requests))]
+            for use in (use for r in responses for use in r.tool_calls):
+                self.metrics.tool_calls += 1
+                self.metrics.tool_seconds += use.seconds
+                self.metrics.tool_wall_seconds += use.seconds
+                self.metrics.observation_tokens += use.observation_tokens
+                self.metrics.tool_outcomes[use.outcome] += 1
+            return responses
         tools = self._tools.metrics
         before = (tools.calls, tools.seconds, tools.wall_seconds, tools.observation_tokens, Counter(tools.outcomes))
         responses = await self._tools.run(requests)

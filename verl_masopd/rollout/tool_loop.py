@@ -12,8 +12,10 @@ backend with the whole sequence so far as its prompt. Budgets, per response:
 
 Each continuation's `max_new_tokens` is the room left, so a response never exceeds the budget the
 rollout would give it without tools. Log-probs are the backend's for generated tokens and 0 for
-observation tokens (`Response.generated` marks which is which). All requests that are generating
-at the same point go to the backends together, so a wave of agents shares every backend call.
+observation tokens (`Response.generated` marks which is which). All requests of one `run` that
+are generating at the same point go to the backends together, so a wave of agents shares every
+backend call; the rollout without a turn barrier runs each request on its own (its calls then
+wait for no other request), seeding segment i of a request with seed s by request_seed(s, i).
 
 Cutting at the stop string. Both backends end a segment with the token that completes a stop
 string (vLLM truncates its text there but returns that token's id whole; the HF backend does the
@@ -36,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from verl_masopd.chat import encode_text
-from verl_masopd.rollout.backend import Generation, SamplingParams
+from verl_masopd.rollout.backend import Generation, SamplingParams, request_seed
 from verl_masopd.rollout.records import FAILED, LENGTH, ToolUse
 from verl_masopd.workflows.tools import ERROR, OK, OVER_BUDGET, TIMEOUT, TRUNCATED, Observation, Tool
 
@@ -65,11 +67,12 @@ class Segment:
 
 @dataclass
 class ToolRequest:
-    """A request of the loop: `tool` None is a plain generation."""
+    """A request of the loop: `tool` None is a plain generation; `seed` None: the backend's seeding."""
 
     policy: str
     prompt_ids: list[int]
     tool: Tool | None
+    seed: int | None = None
 
 
 @dataclass
@@ -132,9 +135,10 @@ class ToolLoop:
     def _next(self, request: ToolRequest, response: Response | None) -> tuple[str, list[int], SamplingParams]:
         if response is None:
             sampling = self.sampling if request.tool is None else replace(self.sampling, stop=request.tool.stop)
-            return request.policy, request.prompt_ids, sampling
+            return request.policy, request.prompt_ids, _seeded(sampling, request.seed, 0)
         sampling = replace(self.sampling, stop=request.tool.stop, max_new_tokens=self._room(response))
-        return request.policy, request.prompt_ids + response.token_ids, sampling
+        segment = len(response.tool_calls)
+        return request.policy, request.prompt_ids + response.token_ids, _seeded(sampling, request.seed, segment)
 
     def _segment(self, tool: Tool | None, gen: Generation) -> Segment:
         """The generation as a segment, cut at its call's stop string (the module doc)."""
@@ -214,3 +218,7 @@ class ToolLoop:
         self.metrics.seconds += use.seconds
         self.metrics.observation_tokens += use.observation_tokens
         self.metrics.outcomes[use.outcome] += 1
+
+
+def _seeded(sampling: SamplingParams, seed: int | None, segment: int) -> SamplingParams:
+    return sampling if seed is None else replace(sampling, seed=request_seed(seed, segment))

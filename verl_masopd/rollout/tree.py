@@ -16,7 +16,9 @@ the same for the whole group, so the group advantage is driven by r_a^k, the val
 was selected by. An episode that ends at turn t keeps every agent's K samples of turn t.
 
 A turn's K candidates are the manager's `sample_turn` with K copies; stepping and judging are the
-manager's too.
+manager's too. With the manager's turn barrier every turn waits for all trees; without it each
+tree is a task of its own and keeps its per-turn synchronisation (the K candidates of a turn,
+sent together and seeded per copy, then the branches' judging and the commit) only within itself.
 """
 
 from __future__ import annotations
@@ -58,21 +60,18 @@ class TreeSampler:
         check_unique_uids(problems)
         m, K = self.manager, self.branches
         trees = [self._new_tree(p) for p in problems]
-        active = list(range(len(trees)))
-        while active:
-            turn = len(trees[active[0]].episode.turns)
-            draws = await m.sample_turn([trees[i].episode for i in active], copies=K)
-            advancing = []
-            for i, joints in zip(active, draws, strict=True):
-                tree = trees[i]
-                for k, joint in enumerate(joints):
-                    for draw in joint.values():
-                        tree.samples[k].append(draw.sample(tree.episode_ids[k], k, turn))
-                        tree.failed[k] += draw.failed
-                advancing.append(self._advance(tree, turn, [{n: d.action for n, d in j.items()} for j in joints]))
-            await asyncio.gather(*advancing)
-            m.metrics.turns += len(active)
-            active = [i for i in active if not trees[i].episode.done]
+
+        async def grow(tree: _Tree) -> None:
+            while not tree.episode.done:
+                await self._turn([tree], keys=[tree.problem.uid])
+
+        if not m.turn_barrier:
+            await asyncio.gather(*(grow(tree) for tree in trees))
+        else:
+            active = list(trees)
+            while active:
+                await self._turn(active)
+                active = [tree for tree in active if not tree.episode.done]
         judgements = await asyncio.gather(*(m.judge(t.episode) for t in trees))
         groups = []
         for tree, final in zip(trees, judgements, strict=True):
@@ -89,6 +88,21 @@ class TreeSampler:
             groups.append(RolloutGroup(tree.problem, results))
         m.metrics.episodes += K * len(trees)
         return groups
+
+    async def _turn(self, trees: list[_Tree], keys: list[str] | None = None) -> None:
+        """One turn of each of `trees` (all at the same turn): K candidates per agent, then advance."""
+        m, K = self.manager, self.branches
+        turn = len(trees[0].episode.turns)
+        draws = await m.sample_turn([tree.episode for tree in trees], copies=K, keys=keys)
+        advancing = []
+        for tree, joints in zip(trees, draws, strict=True):
+            for k, joint in enumerate(joints):
+                for draw in joint.values():
+                    tree.samples[k].append(draw.sample(tree.episode_ids[k], k, turn))
+                    tree.failed[k] += draw.failed
+            advancing.append(self._advance(tree, turn, [{n: d.action for n, d in j.items()} for j in joints]))
+        await asyncio.gather(*advancing)
+        m.metrics.turns += len(trees)
 
     def _new_tree(self, problem: Problem) -> _Tree:
         K = self.branches

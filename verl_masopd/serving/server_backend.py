@@ -9,7 +9,9 @@ as the HF backend), and `stop` with the sampling's stop strings (tool calls; vLL
 text at the string but returns the id of the token that completes it whole, as the HF backend
 does; the tool loop cuts the segment at the string). The eos token is included in `token_ids` when
 generated; "stop" vs "length" is read from whether the last token is an eos id, or with stop
-strings whether the response ended before `max_tokens`.
+strings whether the response ended before `max_tokens`. A seeded sampling (the rollout without a turn
+barrier) gives prompt i of the call vLLM's per-request `seed` request_seed(weight version, sampling
+seed, i).
 
 Weights: verl streams them from the policy's engine workers to the servers through its
 `CheckpointEngineManager`; `update_weights(state_dict, version)` triggers that sync for
@@ -26,7 +28,7 @@ import asyncio
 import logging
 import uuid
 
-from verl_masopd.rollout.backend import Generation, SamplingParams
+from verl_masopd.rollout.backend import Generation, SamplingParams, request_seed
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP
 
 logger = logging.getLogger(__name__)
@@ -68,7 +70,17 @@ class VerlServerBackend:
         }
         if sampling.stop:
             params["stop"] = list(sampling.stop)
-        return list(await asyncio.gather(*(self._one(prompt, dict(params)) for prompt in prompts)))
+        seeds = [
+            None if sampling.seed is None else request_seed(self.version, sampling.seed, i) for i in range(len(prompts))
+        ]
+        return list(
+            await asyncio.gather(
+                *(
+                    self._one(prompt, params | ({} if seed is None else {"seed": seed}))
+                    for prompt, seed in zip(prompts, seeds)
+                )
+            )
+        )
 
     def update_weights(self, state_dict: dict, version: int) -> None:
         """Sync the servers to the engine's weights of step `version`, then expect that version."""

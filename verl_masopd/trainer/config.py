@@ -113,6 +113,7 @@ class WorkflowSection:
 class RolloutSection:
     group_size: int
     tree_sampling: bool
+    turn_barrier: bool
 
     def __post_init__(self):
         _at_least("rollout.group_size", self.group_size, 1)

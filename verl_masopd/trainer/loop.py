@@ -181,6 +181,7 @@ class Trainer:
             policy_sharing=self.run.workflow.policy_sharing,
             max_prompt_len=self.run.data.max_prompt_length,
             context_layout=self.run.workflow.context_layout,
+            turn_barrier=self.run.rollout.turn_barrier,
         )
         self.manager = RolloutManager(
             self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling, **common
