@@ -5,6 +5,10 @@ The fingerprint is the sha256 of the model size and its config, the schedule, th
 token ids of the first demonstration batches the run draws (teacher's and student's): any change to the task family, the
 compact prompts, the report, the privileged block, the tokenizer or the schedule changes it,
 and the shipped weights then stop the run until rebuilt.
+
+`recipe(domain, teacher_steps, size)` is a domain's recipe with a longer or shorter teacher
+schedule (the cosine decay stretched over it) or another of pretrain.SIZES: a variant with its own
+fingerprint, built beside the shipped weights (`build --out`), never mistaken for them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations
 from verl_masopd.tiny_world.demos import MathDemonstrations
-from verl_masopd.tiny_world.pretrain import SEARCH_SIZE, WORLD_SIZE, Schedule, collate
+from verl_masopd.tiny_world.pretrain import SEARCH_SIZE, SIZES, WORLD_SIZE, Schedule, collate
 from verl_masopd.tiny_world.search_demos import SearchDemonstrations
 from verl_masopd.workflows.search import CASCADED, HIERARCHICAL
 
@@ -82,7 +86,16 @@ RECIPES = {
 }
 
 
-def recipe(domain: str) -> Recipe:
+def recipe(domain: str, teacher_steps: int | None = None, size: str | None = None) -> Recipe:
+    """The domain's recipe; with `teacher_steps` or `size` (a name of pretrain.SIZES) the variant
+    with that many teacher steps or that model size. Raises ValueError naming a bad value."""
     if domain not in RECIPES:
         raise ValueError(f"no tiny-world models for domain {domain!r} (known: {sorted(RECIPES)})")
-    return RECIPES[domain]
+    r = RECIPES[domain]
+    if teacher_steps is not None:
+        r = dataclasses.replace(r, schedule=dataclasses.replace(r.schedule, steps=teacher_steps))
+    if size is not None:
+        if size not in SIZES:
+            raise ValueError(f"no model size {size!r} (known: {sorted(SIZES)})")
+        r = dataclasses.replace(r, size=dict(SIZES[size]))
+    return r
