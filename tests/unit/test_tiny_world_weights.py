@@ -161,3 +161,17 @@ def test_the_build_command_refuses_a_teacher_schedule_within_the_warm_up(tmp_pat
     assert info.value.code == 2
     assert "--teacher-steps must exceed the 50 warm-up steps, got 50" in capsys.readouterr().err
     assert not (tmp_path / "weights").exists()
+
+
+def test_a_float32_variant_trains_without_autocast_and_keeps_the_default_fingerprint_apart(tiny_tokenizer):
+    assert recipe("math", precision="bf16").fingerprint() == recipe("math").fingerprint()
+    assert recipe("math", precision="fp32").fingerprint() != recipe("math").fingerprint()
+    with pytest.raises(ValueError, match="precision must be one of"):
+        recipe("math", precision="fp16")
+    draws = MathDemonstrations(tiny_tokenizer).draw, MathDemonstrations(tiny_tokenizer, 0.5).draw
+    losses = {}
+    for precision in ("bf16", "fp32"):
+        schedule = Schedule(steps=3, student_steps=1, role_confusion=0.5, batch_size=2, warmup=1, precision=precision)
+        losses[precision] = pretrain(tiny_tokenizer, *draws, schedule, 0, lambda *_: None)
+    # the same batches and initial weights: close first losses, not bit-equal ones
+    assert losses["bf16"][0] == pytest.approx(losses["fp32"][0], rel=0.02) and losses["bf16"] != losses["fp32"]

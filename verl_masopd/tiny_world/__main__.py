@@ -1,18 +1,18 @@
 """The tiny world's command line.
 
     python -m verl_masopd.tiny_world build --domain math [--out DIR] [--snapshots DIR --snapshot-every N]
-        [--state DIR --state-every N] [--teacher-steps N] [--size NAME]
+        [--state DIR --state-every N] [--teacher-steps N] [--size NAME] [--precision P]
     python -m verl_masopd.tiny_world check --domain math
     python -m verl_masopd.tiny_world search-data --out DIR --train N --heldout N [--validation N] [--no-index]
 
 `build` pretrains the domain's teacher and student (pretrain.py) and writes them with their
-manifest into the shipped weights folder (or --out), through a temporary folder renamed into
-place. With --state DIR the build writes its state there every --state-every teacher steps
+manifest into the shipped weights folder (or --out), through a temporary folder renamed into place.
+With --state DIR the build writes its state there every --state-every teacher steps
 (pretrain_state.py) and, started again with the same DIR, resumes from it: a build longer than a
-session spans sessions with the weights of one uninterrupted build. --teacher-steps and --size
-build a variant of the domain's recipe (builder.recipe): its own fingerprint and rebuild command
-in its manifest, so it goes to --out beside the shipped weights. `check` verifies shipped
-weights against their manifest and this code's builder.
+session spans sessions with the weights of one uninterrupted build. --teacher-steps, --size and
+--precision build a variant of the domain's recipe (builder.recipe): its own fingerprint and
+rebuild command in its manifest, so it goes to --out beside the shipped weights. `check` verifies
+shipped weights against their manifest and this code's builder.
 `search-data` writes the search world (search_kb.py, search_tasks.py) into DIR: corpus.jsonl,
 train.parquet, heldout.parquet, validation.parquet (with --validation) and the BM25 index in
 index/ (unless --no-index).
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.builder import RECIPES, recipe
-from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, SIZES, pretrain
+from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, PRECISIONS, SIZES, pretrain
 from verl_masopd.tiny_world.pretrain_state import load_state, save_state
 from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import (
@@ -51,11 +51,11 @@ def build(
     state_every: int = 0,
     teacher_steps: int | None = None,
     size: str | None = None,
+    precision: str | None = None,
 ) -> dict:
-    r = recipe(domain, teacher_steps, size)
-    options = (f" --teacher-steps {teacher_steps}" if teacher_steps is not None else "") + (
-        f" --size {size}" if size is not None else ""
-    )
+    r = recipe(domain, teacher_steps, size, precision)
+    chosen = {"--teacher-steps": teacher_steps, "--size": size, "--precision": precision}
+    options = "".join(f" {option} {value}" for option, value in chosen.items() if value is not None)
     tokenizer = build_tokenizer()
     builder = r.fingerprint(tokenizer)
     resume = load_state(state, builder) if state else None
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     build_parser.add_argument("--teacher-steps", type=int, help="the teacher's steps (default: the recipe's)")
     build_parser.add_argument("--size", choices=sorted(SIZES), help="the model size (default: the recipe's)")
+    build_parser.add_argument("--precision", choices=PRECISIONS, help="training precision (default: the recipe's)")
     check_parser = commands.add_parser("check", help="verify shipped weights against their manifest")
     check_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
     search_parser = commands.add_parser("search-data", help="write the search world's corpus, questions and index")
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.state_every,
                 args.teacher_steps,
                 args.size,
+                args.precision,
             )
         except WeightsError as e:
             print(f"error: {e}", file=sys.stderr)
