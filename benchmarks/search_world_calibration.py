@@ -9,7 +9,11 @@ workflow the models were built for (search_demos.OPTIONS, compact prompts, evalu
 
 Per system: EM by hops with its standard error sqrt(p (1 − p) / n), and how the roles behaved:
 the Searchers' share of replies without a report, their searches per reply, the Leader's share of
-episodes ended without a candidate, the Answerers' untagged share. And each model as the Prompted
+episodes ended without a candidate, the Answerers' untagged share; in C-MAS, where the Searcher's
+task is the question itself, its copying: the share of its replies whose observations hold a
+golden answer (as a whole phrase after SQuAD normalisation: retrieval found the value), the share
+whose report is one (exact match), and that share among the replies that saw it, which
+separates a failure to retrieve from a failure to copy. And each model as the Prompted
 Critic's judge (teacher/judging.py) of Searcher replies to the one-hop subtasks of the held-out
 questions, built as the teacher's judge demonstrations are (search_demos.py: the right reply, a
 guess without a search, a report of another value): the mean score s of right and of wrong
@@ -50,8 +54,17 @@ from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.search_demos import OPTIONS, SearchDemonstrations, search_workflow
 from verl_masopd.tiny_world.search_tasks import HELDOUT_START, task
 from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, verified_models
+from verl_masopd.verify.qa_match import exact_match, normalize_answer
 from verl_masopd.workflows.problem import Problem
-from verl_masopd.workflows.search import CASCADED, HIERARCHICAL, LEADER, AnswerEvidence, SearcherEvidence
+from verl_masopd.workflows.search import (
+    CASCADED,
+    HIERARCHICAL,
+    LEADER,
+    SEARCHER,
+    AnswerEvidence,
+    SearcherEvidence,
+    spans,
+)
 
 HELDOUT = 300
 MAX_NEW_TOKENS = 640  # two searches with full observations (2 × 240) and the generated text fit
@@ -94,6 +107,30 @@ def behaviour(records: list[dict]) -> dict:
     }
 
 
+def copying(records: list[dict], golds: dict[str, tuple[str, ...]], tag: str = "information") -> dict:
+    """The cascaded Searcher's replies (module doc): the share whose observations (`tag` spans)
+    hold a golden answer, the share whose report is one, and the latter among the former."""
+    saw, right, right_when_seen = [], [], []
+    for record in records:
+        answers = golds[record["uid"]]
+        for episode in record["episodes"]:
+            searcher = next(name for name, seat in episode["agents"].items() if seat["role"] == SEARCHER)
+            turn = episode["turns"][0]
+            observed = f" {normalize_answer(' '.join(spans(turn['outputs'][searcher], tag)))} "
+            seen = any(f" {normalize_answer(a)} " in observed for a in answers)
+            report = turn["verifier"]["agents"][searcher].summary
+            hit = report is not None and exact_match(report, list(answers))
+            saw.append(seen)
+            right.append(hit)
+            if seen:
+                right_when_seen.append(hit)
+    return {
+        "observations_hold_gold": share(saw),
+        "report_is_gold": share(right),
+        "report_is_gold_when_observed": share(right_when_seen),
+    }
+
+
 def _answered(episode: dict) -> bool:
     return any(isinstance(e, AnswerEvidence) for turn in episode["turns"] for e in turn["verifier"]["agents"].values())
 
@@ -106,7 +143,10 @@ def run(system: str, model: str, problems: list[Problem], index: Path, max_new_t
     start = time.perf_counter()
     with RolloutManager(workflow, backends, backend.tokenizer, policy_sharing="shared", sampling=sampling) as manager:
         records = asyncio.run(evaluate(manager, problems, 1, BATCH))
-    return {"eval_seconds": round(time.perf_counter() - start, 1), **behaviour(records)}
+    result = {"eval_seconds": round(time.perf_counter() - start, 1), **behaviour(records)}
+    if system == CASCADED:
+        result["searcher_copying"] = copying(records, {p.uid: tuple(p.answers) for p in problems})
+    return result
 
 
 def judged_replies(tokenizer, index: Path, questions: range, seed: int = 0) -> list:

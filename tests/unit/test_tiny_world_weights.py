@@ -139,3 +139,39 @@ def test_the_build_command_refuses_a_bad_state_interval_and_a_bad_state_before_b
     assert main(["build", "--domain", "math", "--state", str(tmp_path), "--out", str(out)]) == 2
     assert f"{tmp_path / STATE}: unreadable build state" in capsys.readouterr().err
     assert not out.exists()  # refused before any staging folder
+
+
+def test_a_recipe_variant_has_its_own_fingerprint_and_the_default_keeps_its_own():
+    default = recipe("math")
+    longer = recipe("math", teacher_steps=9000)
+    assert longer.schedule.steps == 9000 and longer.schedule.student_steps == default.schedule.student_steps
+    assert longer.schedule.lr_at(8000) > default.schedule.lr_at(7999)  # the decay stretched over 9000 steps
+    assert recipe("math", size="world").fingerprint() == default.fingerprint()
+    assert len({default.fingerprint(), longer.fingerprint(), recipe("math", size="search").fingerprint()}) == 3
+    assert recipe("search", size="search-deep").size["num_hidden_layers"] == 6
+    with pytest.raises(ValueError, match="no model size 'huge'"):
+        recipe("math", size="huge")
+
+
+def test_the_build_command_refuses_a_teacher_schedule_within_the_warm_up(tmp_path, capsys):
+    from verl_masopd.tiny_world.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["build", "--domain", "math", "--teacher-steps", "50", "--out", str(tmp_path / "weights")])
+    assert info.value.code == 2
+    assert "--teacher-steps must exceed the 50 warm-up steps, got 50" in capsys.readouterr().err
+    assert not (tmp_path / "weights").exists()
+
+
+def test_a_float32_variant_trains_without_autocast_and_keeps_the_default_fingerprint_apart(tiny_tokenizer):
+    assert recipe("math", precision="bf16").fingerprint() == recipe("math").fingerprint()
+    assert recipe("math", precision="fp32").fingerprint() != recipe("math").fingerprint()
+    with pytest.raises(ValueError, match="precision must be one of"):
+        recipe("math", precision="fp16")
+    draws = MathDemonstrations(tiny_tokenizer).draw, MathDemonstrations(tiny_tokenizer, 0.5).draw
+    losses = {}
+    for precision in ("bf16", "fp32"):
+        schedule = Schedule(steps=3, student_steps=1, role_confusion=0.5, batch_size=2, warmup=1, precision=precision)
+        losses[precision] = pretrain(tiny_tokenizer, *draws, schedule, 0, lambda *_: None)
+    # the same batches and initial weights: close first losses, not bit-equal ones
+    assert losses["bf16"][0] == pytest.approx(losses["fp32"][0], rel=0.02) and losses["bf16"] != losses["fp32"]

@@ -1,16 +1,18 @@
 """The tiny world's command line.
 
     python -m verl_masopd.tiny_world build --domain math [--out DIR] [--snapshots DIR --snapshot-every N]
-        [--state DIR --state-every N]
+        [--state DIR --state-every N] [--teacher-steps N] [--size NAME] [--precision P]
     python -m verl_masopd.tiny_world check --domain math
     python -m verl_masopd.tiny_world search-data --out DIR --train N --heldout N [--validation N] [--no-index]
 
 `build` pretrains the domain's teacher and student (pretrain.py) and writes them with their
-manifest into the shipped weights folder (or --out), through a temporary folder renamed into
-place. With --state DIR the build writes its state there every --state-every teacher steps
+manifest into the shipped weights folder (or --out), through a temporary folder renamed into place.
+With --state DIR the build writes its state there every --state-every teacher steps
 (pretrain_state.py) and, started again with the same DIR, resumes from it: a build longer than a
-session spans sessions with the weights of one uninterrupted build. `check` verifies shipped
-weights against their manifest and this code's builder.
+session spans sessions with the weights of one uninterrupted build. --teacher-steps, --size and
+--precision build a variant of the domain's recipe (builder.recipe): its own fingerprint and
+rebuild command in its manifest, so it goes to --out beside the shipped weights. `check` verifies
+shipped weights against their manifest and this code's builder.
 `search-data` writes the search world (search_kb.py, search_tasks.py) into DIR: corpus.jsonl,
 train.parquet, heldout.parquet, validation.parquet (with --validation) and the BM25 index in
 index/ (unless --no-index).
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.builder import RECIPES, recipe
-from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, pretrain
+from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, PRECISIONS, SIZES, pretrain
 from verl_masopd.tiny_world.pretrain_state import load_state, save_state
 from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import (
@@ -47,8 +49,13 @@ def build(
     snapshot_every: int = 0,
     state: Path | None = None,
     state_every: int = 0,
+    teacher_steps: int | None = None,
+    size: str | None = None,
+    precision: str | None = None,
 ) -> dict:
-    r = recipe(domain)
+    r = recipe(domain, teacher_steps, size, precision)
+    chosen = {"--teacher-steps": teacher_steps, "--size": size, "--precision": precision}
+    options = "".join(f" {option} {value}" for option, value in chosen.items() if value is not None)
     tokenizer = build_tokenizer()
     builder = r.fingerprint(tokenizer)
     resume = load_state(state, builder) if state else None
@@ -82,7 +89,7 @@ def build(
     )
     record = {
         "builder": builder,
-        "command": rebuild_command(domain),
+        "command": rebuild_command(domain, options),
         "domain": domain,
         "seed": r.seed,
         "steps": {"student": steps["student"], "teacher": steps["teacher"]},
@@ -106,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument(
         "--state-every", type=int, default=200, help=f"teacher steps between states (a multiple of {BUCKETED_BATCHES})"
     )
+    build_parser.add_argument("--teacher-steps", type=int, help="the teacher's steps (default: the recipe's)")
+    build_parser.add_argument("--size", choices=sorted(SIZES), help="the model size (default: the recipe's)")
+    build_parser.add_argument("--precision", choices=PRECISIONS, help="training precision (default: the recipe's)")
     check_parser = commands.add_parser("check", help="verify shipped weights against their manifest")
     check_parser.add_argument("--domain", required=True, choices=sorted(RECIPES))
     search_parser = commands.add_parser("search-data", help="write the search world's corpus, questions and index")
@@ -118,8 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         if args.state_every <= 0 or args.state_every % BUCKETED_BATCHES:
             parser.error(f"--state-every must be a positive multiple of {BUCKETED_BATCHES}, got {args.state_every}")
+        warmup = recipe(args.domain).schedule.warmup
+        if args.teacher_steps is not None and args.teacher_steps <= warmup:
+            parser.error(f"--teacher-steps must exceed the {warmup} warm-up steps, got {args.teacher_steps}")
         try:
-            record = build(args.domain, args.out, args.snapshots, args.snapshot_every, args.state, args.state_every)
+            record = build(
+                args.domain,
+                args.out,
+                args.snapshots,
+                args.snapshot_every,
+                args.state,
+                args.state_every,
+                args.teacher_steps,
+                args.size,
+                args.precision,
+            )
         except WeightsError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -1,10 +1,16 @@
 """What builds one domain's tiny-world models: its demonstrations, schedule and seed, and the
 builder fingerprint that ties shipped weights to them.
 
-The fingerprint is the sha256 of the model size and its config, the schedule, the seed and the
-token ids of the first demonstration batches the run draws (teacher's and student's): any change to the task family, the
-compact prompts, the report, the privileged block, the tokenizer or the schedule changes it,
-and the shipped weights then stop the run until rebuilt.
+The fingerprint is the sha256 of the model size and its config, the schedule (its precision only
+when not the default bf16, so the fingerprints of builds made before it could be set stand), the
+seed and the token ids of the first demonstration batches the run draws (teacher's and student's):
+any change to the task family, the compact prompts, the report, the privileged block, the tokenizer
+or the schedule changes it, and the shipped weights then stop the run until rebuilt.
+
+`recipe(domain, teacher_steps, size, precision)` is a domain's recipe with a longer or shorter
+teacher schedule (the cosine decay stretched over it), another of pretrain.SIZES or another of
+pretrain.PRECISIONS: a variant with its own fingerprint, built beside the shipped weights (`build
+--out`), never mistaken for them.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations
 from verl_masopd.tiny_world.demos import MathDemonstrations
-from verl_masopd.tiny_world.pretrain import SEARCH_SIZE, WORLD_SIZE, Schedule, collate
+from verl_masopd.tiny_world.pretrain import SEARCH_SIZE, SIZES, WORLD_SIZE, Schedule, collate
 from verl_masopd.tiny_world.search_demos import SearchDemonstrations
 from verl_masopd.workflows.search import CASCADED, HIERARCHICAL
 
@@ -56,12 +62,10 @@ class Recipe:
         tokenizer = tokenizer or build_tokenizer()
         rng = random.Random(self.seed)
         digest = hashlib.sha256()
-        settings = {
-            "domain": self.domain,
-            "seed": self.seed,
-            "size": self.size,
-            "schedule": dataclasses.asdict(self.schedule),
-        }
+        schedule = dataclasses.asdict(self.schedule)
+        if schedule["precision"] == "bf16":
+            del schedule["precision"]
+        settings = {"domain": self.domain, "seed": self.seed, "size": self.size, "schedule": schedule}
         digest.update(json.dumps(settings, sort_keys=True).encode())
         for draw in self.draws(tokenizer):
             for _ in range(FINGERPRINT_BATCHES):
@@ -82,7 +86,21 @@ RECIPES = {
 }
 
 
-def recipe(domain: str) -> Recipe:
+def recipe(
+    domain: str, teacher_steps: int | None = None, size: str | None = None, precision: str | None = None
+) -> Recipe:
+    """The domain's recipe; with `teacher_steps`, `size` (a name of pretrain.SIZES) or `precision`
+    (of pretrain.PRECISIONS) the variant with that many teacher steps, that model size or that
+    precision. Raises ValueError naming a bad value."""
     if domain not in RECIPES:
         raise ValueError(f"no tiny-world models for domain {domain!r} (known: {sorted(RECIPES)})")
-    return RECIPES[domain]
+    r = RECIPES[domain]
+    if teacher_steps is not None:
+        r = dataclasses.replace(r, schedule=dataclasses.replace(r.schedule, steps=teacher_steps))
+    if size is not None:
+        if size not in SIZES:
+            raise ValueError(f"no model size {size!r} (known: {sorted(SIZES)})")
+        r = dataclasses.replace(r, size=dict(SIZES[size]))
+    if precision is not None:
+        r = dataclasses.replace(r, schedule=dataclasses.replace(r.schedule, precision=precision))
+    return r

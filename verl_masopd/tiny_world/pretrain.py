@@ -2,15 +2,17 @@
 
 One run from `seed`: a Qwen3-architecture model of `WORLD_SIZE` (~0.33M parameters, the
 project's byte-level tokenizer; at a fixed CPU budget the smallest of the probed sizes learnt the
-most; the search world's `SEARCH_SIZE` is ~0.46M; both have heads of 32, as vLLM's CPU attention
-needs) learns replies given contexts,
+most; the search world's `SEARCH_SIZE` is ~0.46M; all `SIZES` have heads of 32, as vLLM's CPU
+attention needs) learns replies given contexts,
 with the loss on reply tokens only,
 
     L(θ) = − Σ_{(x, y) ∈ batch} Σ_{k ∈ T(y)} log π_θ(y_k | x, y_<k) / Σ_{(x, y) ∈ batch} |T(y)|,
 
 T(y) the reply's generated positions (all of them but the tool observations inside a reply), on a
 fresh batch of demonstrations every step (AdamW, linear warm-up then cosine decay to a tenth,
-bf16 autocast). The run's state after `steps` is the teacher. The student continues from it for
+bf16 autocast, or float32 with `precision="fp32"`: on a CPU without bf16 instructions, AVX2
+only, a float32 step is ~7x faster than an emulated bf16 one). The run's state after `steps` is
+the teacher. The student continues from it for
 `student_steps` more on the student's demonstrations (the same tasks with a share
 `role_confusion` of one role's replies in the other role's format) at the constant rate
 `student_lr`: the teacher's knowledge with a role confusion that keeps it clearly below the
@@ -50,6 +52,11 @@ SEARCH_SIZE = dict(
     num_key_value_heads=1,
     head_dim=32,
 )
+# deeper, and a key/value head per query head (~0.73M parameters): room for the attention that
+# copies a fact out of the right one of several retrieved passages (`build --size search-deep`)
+SEARCH_DEEP_SIZE = dict(SEARCH_SIZE, num_hidden_layers=6, num_key_value_heads=3)
+SIZES = {"world": WORLD_SIZE, "search": SEARCH_SIZE, "search-deep": SEARCH_DEEP_SIZE}
+PRECISIONS = ("bf16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -63,12 +70,15 @@ class Schedule:
     warmup: int = 50
     weight_decay: float = 0.01
     threads: int = 1
+    precision: str = "bf16"
 
     def __post_init__(self):
         if self.steps <= self.warmup or self.student_steps < 1:
             raise ValueError(f"need steps > warmup={self.warmup} and student_steps >= 1, got {self}")
         if not 0 <= self.role_confusion <= 1:
             raise ValueError(f"role_confusion must lie in [0, 1], got {self.role_confusion}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
@@ -167,7 +177,7 @@ def pretrain(
         if not pool:
             pool.extend(length_buckets(tokenizer, demonstrations, rng, schedule.batch_size))
         batch = pool.pop()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=schedule.precision == "bf16"):
             loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -24,8 +24,9 @@ class WeightsError(RuntimeError):
     """Shipped or cached weights that do not match their manifest or builder."""
 
 
-def rebuild_command(domain: str) -> str:
-    return f"python -m verl_masopd.tiny_world build --domain {domain}"
+def rebuild_command(domain: str, options: str = "") -> str:
+    """The build command of `domain`'s weights; `options` (" --teacher-steps 20000", ...) a variant's."""
+    return f"python -m verl_masopd.tiny_world build --domain {domain}{options}"
 
 
 def sha256(path: Path) -> str:
