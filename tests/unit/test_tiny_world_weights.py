@@ -7,12 +7,13 @@ import json
 import pytest
 import torch
 
+from verl_masopd.folder_install import install
 from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.demos import MathDemonstrations
 from verl_masopd.tiny_world.pretrain import Schedule, pretrain
 from verl_masopd.tiny_world.pretrain_state import STATE, load_state, save_state
-from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, WeightsError, install, verified_models, write_manifest
+from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, WeightsError, verified_models, write_manifest
 
 REBUILD = "python -m verl_masopd.tiny_world build --domain math"
 

@@ -30,6 +30,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from verl_masopd.folder_install import install
 from verl_masopd.models.registry import KnownModel
 
 MANIFEST = "manifest.json"
@@ -227,15 +228,3 @@ def check_converted(folder: Path, metadata: dict) -> None:
             raise FetchError(f"{folder}: {what} id {value}, but the GGUF says {expected} ({tokens[expected]!r})")
     if tokenizer.chat_template != metadata["chat_template"]:
         raise FetchError(f"{folder}: the saved chat template differs from the GGUF's")
-
-
-def install(staging: Path, target: Path) -> None:
-    """Replace `target` by the finished `staging` folder (same file system: a rename)."""
-    staging.chmod(0o755)
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
-        target.rename(old / target.name)
-        staging.rename(target)
-        shutil.rmtree(old)
-    else:
-        staging.rename(target)

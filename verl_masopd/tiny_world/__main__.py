@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from verl_masopd.folder_install import install
 from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.builder import RECIPES, recipe
 from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, PRECISIONS, SIZES, pretrain
@@ -35,7 +36,6 @@ from verl_masopd.tiny_world.search_tasks import write_search_data
 from verl_masopd.tiny_world.weights import (
     WEIGHTS,
     WeightsError,
-    install,
     rebuild_command,
     verified_models,
     write_manifest,

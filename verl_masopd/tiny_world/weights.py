@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 WEIGHTS = Path(__file__).parent / "weights"
@@ -67,15 +65,3 @@ def verified_models(domain: str, builder: str, root: Path = WEIGHTS) -> dict[str
             if sha256(path) != expected:
                 raise WeightsError(f"{path}: sha256 does not match {manifest_path}; rebuild with: {rebuild}")
     return {name: str(folder / name) for name in MODELS}
-
-
-def install(staging: Path, target: Path) -> None:
-    """Replace `target` by the finished `staging` folder (same file system: a rename)."""
-    staging.chmod(0o755)
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
-        target.rename(old / target.name)
-        staging.rename(target)
-        shutil.rmtree(old)
-    else:
-        staging.rename(target)
