@@ -40,7 +40,9 @@ def test_sampling_and_engine_log_probs_agree_on_a_response_with_calls(tiny_model
     assert max(len(s.tool_calls) for s in samples) >= 2 and manager.metrics.tool_calls >= 6
     assert all(len(s.response_ids) <= 40 for s in samples)
     observed = sum(len(s.generated) - sum(s.generated) for s in samples)
-    assert observed == manager.metrics.observation_tokens > 0
+    # every token the policy did not sample: the observations, and pieces re-encoded at a stop string
+    assert observed == manager.metrics.observation_tokens + manager.metrics.stop_cut_tokens
+    assert manager.metrics.observation_tokens > 0
 
     teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True))
     builder = TeacherContextBuilder(workflow, backend.tokenizer, 4096)

@@ -98,6 +98,9 @@ class RolloutMetrics:
     tool_seconds: float = 0.0
     tool_wall_seconds: float = 0.0
     observation_tokens: int = 0
+    # tokens re-encoded where a reply was cut at a tool's stop string (tool_loop.py): with the
+    # observation tokens, every response token the policy did not sample
+    stop_cut_tokens: int = 0
     tool_outcomes: Counter = field(default_factory=Counter)
     # wall seconds of the turns' responses (tool calls inside included), keyed by the roles acting
     # ("searcher"; "reasoner+tool_user" for a turn where both act)
@@ -317,6 +320,7 @@ class RolloutManager:
                 self.metrics.tool_wall_seconds += use.seconds
                 self.metrics.observation_tokens += use.observation_tokens
                 self.metrics.tool_outcomes[use.outcome] += 1
+            self.metrics.stop_cut_tokens += sum(r.cut_tokens for r in responses)
             return responses
         tools = self._tools.metrics
         before = (tools.calls, tools.seconds, tools.wall_seconds, tools.observation_tokens, Counter(tools.outcomes))
@@ -326,6 +330,7 @@ class RolloutManager:
         self.metrics.tool_wall_seconds += tools.wall_seconds - before[2]
         self.metrics.observation_tokens += tools.observation_tokens - before[3]
         self.metrics.tool_outcomes.update(tools.outcomes - before[4])
+        self.metrics.stop_cut_tokens += sum(r.cut_tokens for r in responses)
         return responses
 
     async def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:

@@ -45,13 +45,15 @@ from verl_masopd.workflows.tools import ERROR, OK, OVER_BUDGET, TIMEOUT, TRUNCAT
 
 @dataclass
 class Response:
-    """One agent's whole response: generated segments and observations in order."""
+    """One agent's whole response: generated segments and observations in order; `cut_tokens`: the
+    tokens re-encoded where a segment was cut at its stop string (not sampled, like observations)."""
 
     token_ids: list[int]
     log_probs: list[float]
     finish_reason: str
     generated: list[int] = field(default_factory=list)
     tool_calls: list[ToolUse] = field(default_factory=list)
+    cut_tokens: int = 0
 
 
 @dataclass
@@ -175,6 +177,7 @@ class ToolLoop:
         response.token_ids += segment.token_ids
         response.log_probs += segment.log_probs
         response.generated += segment.generated
+        response.cut_tokens += len(segment.generated) - sum(segment.generated)
         response.finish_reason = gen.finish_reason
         return response
 
