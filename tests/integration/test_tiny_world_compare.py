@@ -54,7 +54,7 @@ def test_compare_end_to_end_and_resume(tmp_path):
         assert len(records) == 2 and len(episodes) == 4
         accuracy = sum(e["correct"] for e in episodes) / len(episodes)
         cell = main["rows"][method][BENCH]
-        assert cell == {"mean": accuracy, "std": None, "n": 1, "values": [accuracy]}
+        assert cell == {"mean": accuracy, "std": None, "n": 1, "values": [accuracy], "seeds": [0]}
         assert main["rows"][method]["math avg"]["mean"] == accuracy
         roles = report["role_tables"]["math"]["rows"][method]
         s, swapped = summary(folder), summary(runs / method / "seed0" / "eval-swap" / BENCH)

@@ -139,7 +139,15 @@ def test_every_recipe_has_heads_that_vllm_s_cpu_attention_accepts_and_search_has
 
 def test_the_recipe_exports_the_search_world(tmp_path):
     root = Path(__file__).parents[2]
-    names = {"STUDENT_MODEL", "TEACHER_MODEL", "TRAIN_FILES", "VAL_FILES", "RETRIEVER", "MASOPD_PROMPT_STYLE"}
+    names = {
+        "STUDENT_MODEL",
+        "TEACHER_MODEL",
+        "TRAIN_FILES",
+        "VAL_FILES",
+        "RETRIEVER",
+        "MASOPD_PROMPT_STYLE",
+        "MASOPD_TINY_MODELS",
+    }
     env = {k: v for k, v in os.environ.items() if k not in names}
     command = [sys.executable, "recipes/tiny_world.py", "--cache", str(tmp_path), "--domain", "qa"]
     printed = subprocess.run(

@@ -34,7 +34,14 @@ def test_more_gpus_than_ray_sees_stops_naming_the_key():
 def test_bad_placement_settings_name_the_key(section, key):
     with pytest.raises(ConfigError, match=key):
         EnginesSection(
-            **{"placement": "ray", "gpus_per_engine": 1, "dtype": "float32", "placement_wait_s": 300, **section}
+            **{
+                "placement": "ray",
+                "gpus_per_engine": 1,
+                "dtype": "float32",
+                "placement_wait_s": 300,
+                "max_tokens_per_micro_batch": 16384,
+                **section,
+            }
         )
 
 
