@@ -34,7 +34,9 @@ def main(model_path: str) -> None:
     env = {key: os.environ[key] for key in ("VERL_PLATFORM", "RAY_AUTH_MODE")}
     ray.init(address=cluster.address, runtime_env={"env_vars": env}, logging_level="WARNING")
     try:
-        section = EnginesSection(placement="ray", gpus_per_engine=1, dtype="float32", placement_wait_s=60)
+        section = EnginesSection(
+            placement="ray", gpus_per_engine=1, dtype="float32", placement_wait_s=60, max_tokens_per_micro_batch=16384
+        )
         placement = EnginePlacement(section, engines=2)
         settings = EngineSettings(model_path=model_path, forward_only=True)
         engines = [placement.build(settings, f"engine{i}") for i in range(2)]
