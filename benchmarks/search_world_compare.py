@@ -14,6 +14,9 @@ Systems (fixed before the comparison was run; the recipes' CPU mode, MASOPD_CPU=
     searcher-grpo       recipes/search/searcher_grpo.sh: Searchers by GRPO on the team's EM
     base-teacher        recipes/search/base_teacher.sh: the untrained student as the Searchers' teacher
     searchers-no-loss   recipes/search/searchers_no_loss.sh: Searchers untrained
+    multiagent-opd-role-policies  multiagent-opd with one policy per role (workflow.policy_sharing=role):
+                        whether sharing the policy moves the Answerer when the Searchers are distilled
+                        (added after the first comparison, see search_untagged.py)
     cmas-rl             recipes/search/teacher.sh: the cascaded system (one Searcher, the Answerers)
                         trained by GRPO on EM from the student
     hmas-base           the untrained student in the hierarchical team (prompt only)
@@ -74,10 +77,12 @@ SUMMARY_METRICS = (*PER_QUESTION, "relaxed_em", "failure_rate", "tokens_generate
 
 @dataclass(frozen=True)
 class System:
-    """`recipe` under recipes/ (None: the untrained student, prompt only) and the system it plays."""
+    """`recipe` under recipes/ (None: the untrained student, prompt only), the system it plays and
+    the recipe's extra overrides."""
 
     recipe: str | None
     system: str = HIERARCHICAL
+    overrides: tuple[str, ...] = ()
 
 
 SYSTEMS = {
@@ -86,6 +91,7 @@ SYSTEMS = {
     "searcher-grpo": System("search/searcher_grpo.sh"),
     "base-teacher": System("search/base_teacher.sh"),
     "searchers-no-loss": System("search/searchers_no_loss.sh"),
+    "multiagent-opd-role-policies": System("multiagent_opd.sh", overrides=("workflow.policy_sharing=role",)),
     "cmas-rl": System("search/teacher.sh", CASCADED),
     "hmas-base": System(None),
     "cmas-base": System(None, CASCADED),
@@ -132,7 +138,7 @@ def settings_of(args, runs: Path) -> dict:
 
 def train(system: System, seed: int, args, settings: dict, folder: Path) -> bool:
     """The system's recipe in CPU mode for --steps steps (the cells' one training run)."""
-    return compare.train(compare.Method(system.recipe), DOMAIN, seed, args, settings, folder)
+    return compare.train(compare.Method(system.recipe, system.overrides), DOMAIN, seed, args, settings, folder)
 
 
 def evaluate(name: str, seed: int, args, settings: dict, train_folder: Path | None, folder: Path) -> bool:
