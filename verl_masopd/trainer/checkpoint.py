@@ -51,7 +51,6 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
 from pathlib import Path
@@ -61,6 +60,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from verl_masopd.config_errors import ConfigError, require
+from verl_masopd.file_digest import relative_files, sha256_of
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,6 @@ STEP_PREFIX = "global_step_"
 TEMP_PREFIX = ".tmp_global_step_"
 DAMAGED_INFIX = ".damaged-"
 RESUME_MODES = ("auto", "disable", "resume_path")
-HASH_CHUNK_BYTES = 1 << 20
 # A write that failed with less than this free on the checkpoint's file system failed for lack of
 # space (torch's writer reports a full disk as "basic_ios::clear: iostream error", without errno).
 LOW_SPACE_BYTES = 1 << 20
@@ -235,8 +234,8 @@ def load_checkpoint(checkpoint: str | os.PathLike, components: Mapping[str, Comp
 
 def write_manifest(folder: Path) -> None:
     """`folder/manifest.json`: size and sha256 of every other file under `folder`."""
-    files = [rel for rel in _relative_files(folder) if rel != MANIFEST_FILE]
-    sums = _sha256_all(folder, files)
+    files = [rel for rel in relative_files(folder) if rel != MANIFEST_FILE]
+    sums = sha256_of(folder, files)
     entries = {rel: {"size": (folder / rel).stat().st_size, "sha256": sums[rel]} for rel in files}
     (folder / MANIFEST_FILE).write_text(json.dumps({"files": entries}, indent=1, sort_keys=True) + "\n")
 
@@ -269,7 +268,7 @@ def verify_checkpoint(checkpoint: str | os.PathLike, patterns: tuple[str, ...] =
             raise CheckpointError(
                 f"{file}: {file.stat().st_size} bytes, the manifest lists {size} (truncated or overwritten)"
             )
-    sums = _sha256_all(checkpoint, wanted)
+    sums = sha256_of(checkpoint, wanted)
     for rel in wanted:
         if sums[rel] != listed[rel][1]:
             raise CheckpointError(f"{checkpoint / rel}: contents differ from the manifest (sha256 {sums[rel]})")
@@ -398,25 +397,6 @@ def _unusable(checkpoint: Path) -> str | None:
     except CheckpointError as e:
         return str(e)
     return None
-
-
-def _relative_files(folder: Path) -> list[str]:
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _sha256_all(folder: Path, files: list[str]) -> dict[str, str]:
-    """{relative path: sha256} of `files` under `folder`, hashed on several threads (hashlib
-    releases the GIL), so large checkpoints of many shards hash at disk speed."""
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        return dict(zip(files, pool.map(lambda rel: _sha256(folder / rel), files)))
 
 
 def _tree_size(folder: Path) -> int:
