@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from verl_masopd.retrieval.backends import open_retriever
 from verl_masopd.verify.qa_match import exact_match, relaxed_match, sub_exact_match
-from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Judgement, Turn, Workflow
+from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Judgement, QaScores, Turn, Workflow
 from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.parsing import shown, unusable_reason
 from verl_masopd.workflows.problem import QA
@@ -150,6 +150,7 @@ class SearchWorkflow(Workflow):
     roles = (LEADER, SEARCHER, ANSWERER)
     agrees = False
     judged_roles = (SEARCHER,)
+    qa_attempts = True
 
     def __init__(
         self,
@@ -403,6 +404,14 @@ class SearchWorkflow(Workflow):
     def attribute(self, episode: Episode, turn: int) -> Attribution | None:
         """No conflict attribution: the roles do not answer the same thing."""
         return None
+
+    def qa_scores(self, episode: Episode) -> QaScores:
+        """The submitted candidate's scores; failure "no_candidate" and every score false when no
+        Answerer acted."""
+        candidate = submitted(episode)
+        if candidate is None:
+            return QaScores(False, False, False, NO_CANDIDATE)
+        return QaScores(candidate.em, candidate.sub_em, candidate.relaxed_em, candidate.failure)
 
 
 def waves(turns: list[Turn]) -> int:
