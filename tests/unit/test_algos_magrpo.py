@@ -7,6 +7,15 @@ from omegaconf import OmegaConf
 from verl import DataProto
 
 from verl_masopd.algos import compute_advantages
+from verl_masopd.rollout.episode_rows import EpisodeRows
+
+
+def structure(uids, episodes) -> EpisodeRows:
+    """The rows of each episode of each problem, in order of first appearance (the records' layout)."""
+    groups: dict = {}
+    for row, (uid, episode) in enumerate(zip(uids, episodes, strict=True)):
+        groups.setdefault(uid, {}).setdefault(episode, []).append(row)
+    return EpisodeRows(tuple(tuple(tuple(rows) for rows in group.values()) for group in groups.values()))
 
 
 def episodes_batch(rows):
@@ -26,6 +35,7 @@ def episodes_batch(rows):
             "turn": np.array(turn, dtype=object),
             "num_turns": np.array(num_turns, dtype=object),
         },
+        meta_info={"episode_rows": structure(uid, episode)},
     )
 
 
@@ -95,3 +105,13 @@ def test_a_turn_only_one_episode_reached_has_advantage_zero():
     ]
     advantages, _ = magrpo(rows)
     assert torch.equal(advantages, torch.zeros(3, 3))
+
+
+def test_the_batch_must_carry_its_episodes():
+    data = episodes_batch([("e1", "p", "coder_0", 0, 1, 1.0, 0.0)])
+    del data.meta_info["episode_rows"]
+    config = OmegaConf.create({"algorithm": {"adv_estimator": "magrpo"}})
+    with pytest.raises(
+        ValueError, match=r"adv_estimator=magrpo needs the batch's episodes \(meta_info\['episode_rows'\]"
+    ):
+        compute_advantages(data, config)

@@ -11,6 +11,7 @@ from verl.workers.config import FSDPActorConfig
 
 from verl_masopd.algos.marft import MarftOptions, chain_gae, compute_marft_advantage
 from verl_masopd.algos.marft_critic import MarftCritic, huber_value_loss
+from verl_masopd.rollout.episode_rows import EpisodeRows
 
 
 def test_single_turn_bootstraps_only_within_the_turn():
@@ -35,7 +36,7 @@ def test_last_agent_of_a_turn_bootstraps_from_the_next_turns_first_agent():
         torch.ones(4, 2),
         {"marft": {"gamma": 0.5, "lam": 1.0, "normalize_advantages": False}},
         critic_values=values,
-        episode_id=np.array(["e"] * 4, dtype=object),
+        episodes=EpisodeRows((((0, 1, 2, 3),),)),
         turn=np.array([k[0] for k in keys], dtype=object),
         role=np.array([k[1].split("_")[0] for k in keys], dtype=object),
         agent_index=np.array([0] * 4, dtype=object),
@@ -56,7 +57,7 @@ def test_agents_are_chained_in_index_order_and_episodes_apart():
         torch.ones(3, 1),
         {"marft": {"gamma": 1.0, "lam": 1.0, "normalize_advantages": False}},
         critic_values=torch.zeros(3),
-        episode_id=np.array(["e", "e", "f"], dtype=object),
+        episodes=EpisodeRows((((0, 1), (2,)),)),
         turn=np.array([0, 0, 0], dtype=object),
         role=np.array(["coder"] * 3, dtype=object),
         agent_index=np.array([10, 2, 10], dtype=object),
@@ -71,7 +72,7 @@ def test_advantages_are_normalised_over_the_batch_returns_are_not():
         torch.ones(2, 1),
         None,
         critic_values=torch.zeros(2),
-        episode_id=np.array(["e", "f"], dtype=object),
+        episodes=EpisodeRows((((0,),), ((1,),))),
         turn=np.array([0, 0], dtype=object),
         role=np.array(["coder", "coder"], dtype=object),
         agent_index=np.array([0, 0], dtype=object),

@@ -222,8 +222,8 @@ def qa_data(tmp_path):
         (["colour=red"], "error: workflow 'search' (qa): unknown option(s) ['colour']"),
         (["max_waves=two"], "error: workflow 'search' options {'max_waves': 'two'"),
         (["max_waves=0"], "error: workflow.options.max_waves: must be >= 1, got 0"),
-        ([], "error: workflow.options.retriever: give a retrieval server URL or a BM25 index folder"),
-        (["retriever=/no/index"], "error: workflow.options.retriever: /no/index is neither an http(s) URL nor"),
+        ([], "error: workflow.options.retriever: give one of: an http(s) URL of a retrieval server; a BM25"),
+        (["retriever=/no/index"], "error: workflow.options.retriever: /no/index is none of: an http(s) URL"),
         (
             ["retriever=http://127.0.0.1:9/retrieve", "search_timeout_s=2"],
             "error: workflow.options.retriever: retrieval server http://127.0.0.1:9/retrieve is not usable",

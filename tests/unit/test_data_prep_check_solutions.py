@@ -15,7 +15,7 @@ from data_prep.convert import convert
 from data_prep.schema import code_row, read_problems
 from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
-from verl_masopd.algos.cure_matrix import cure_execution_matrix
+from verl_masopd.workflows.execution_matrix import run_matrix
 from verl_masopd.workflows.problem import TestCase as Case
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -174,7 +174,7 @@ def test_check_solutions_and_the_reward_agree_on_every_failure_class(tmp_path):
     assert {f.uid for f in report.failures} == failing, report.format()
     assert report.passed == len(AGREEMENT_CASES) - len(failing)
     for problem in read_problems(path):
-        [row] = cure_execution_matrix([problem.reference_solution], problem.tests, [], problem.fn_name)
+        [row] = run_matrix([problem.reference_solution], list(problem.tests), problem.fn_name)
         assert all(row) is (problem.uid not in failing), problem.uid
 
 

@@ -1,10 +1,14 @@
-"""Played search episodes as QA attempts, on hand-made episodes: the submitted candidate's scores,
-"no_candidate" without an Answerer, and the tokens generated and read counted call by call."""
+"""Played search episodes as QA attempts, on hand-made episodes: the search workflow's `qa_scores`
+(the submitted candidate's scores, "no_candidate" without an Answerer), and the tokens generated and
+read counted call by call; a workflow without `qa_attempts` scores none."""
+
+import pytest
 
 from verl_masopd.eval.qa_attempts import QaAttempt, read_attempts, write_attempts
 from verl_masopd.eval.qa_episodes import episode_tokens, group_attempts
 from verl_masopd.rollout.records import STOP, EpisodeResult, RolloutGroup, Sample
-from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn
+from verl_masopd.workflows import make_workflow
+from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, QaScores, Turn
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.search import HANDOVER, NO_CANDIDATE, LeaderEvidence, answer_evidence
 
@@ -49,14 +53,21 @@ def test_tokens_generated_and_read_over_every_call():
     assert episode_tokens(result([], [])) == (0, 0)
 
 
-def test_the_submitted_candidate_scores_the_attempt():
+@pytest.fixture
+def search(toy_search_index):
+    return make_workflow("search", "qa", 1, 8, retriever=toy_search_index)
+
+
+def test_the_submitted_candidate_scores_the_attempt(search):
     right, wrong_first = (
         answered(["<answer>the Tol</answer>", "Mir"]),
         answered(["The answer is Tol", "<answer>Tol</answer>"]),
     )
     ended = result([leader_turn(NO_CANDIDATE)], [sample(LEADER, 0, 30, [1] * 8)])
     group = RolloutGroup(PROBLEM, [right, wrong_first, ended])
-    assert group_attempts(group) == [
+    assert search.qa_attempts
+    assert search.qa_scores(ended.episode) == QaScores(False, False, False, NO_CANDIDATE)
+    assert group_attempts(group, search) == [
         QaAttempt("hop", "q7", 0, True, True, True, None, 4 + 12, 30 + 80),
         # candidate 0 is submitted: untagged, read by relaxed EM only; candidate 1 does not count
         QaAttempt("hop", "q7", 1, False, False, True, "untagged", 4 + 12, 30 + 80),
@@ -64,8 +75,15 @@ def test_the_submitted_candidate_scores_the_attempt():
     ]
 
 
-def test_attempts_round_trip_through_their_json_lines(tmp_path):
-    attempts = group_attempts(RolloutGroup(PROBLEM, [answered(["<answer></answer>", "Mir"])]))
+def test_attempts_round_trip_through_their_json_lines(tmp_path, search):
+    attempts = group_attempts(RolloutGroup(PROBLEM, [answered(["<answer></answer>", "Mir"])]), search)
     assert attempts[0].failure == "empty_candidate"
     write_attempts(attempts, tmp_path / "qa_attempts.jsonl")
     assert read_attempts(tmp_path / "qa_attempts.jsonl") == attempts
+
+
+def test_a_workflow_without_qa_attempts_scores_none():
+    math = make_workflow("mas", "math", 1, 2)
+    assert not math.qa_attempts
+    with pytest.raises(NotImplementedError, match="workflow 'mas' does not score QA attempts"):
+        math.qa_scores(Episode(PROBLEM, math.agents))

@@ -11,6 +11,7 @@ from verl import DataProto
 
 from verl_masopd.algos import actor_settings, compute_advantages, read_estimator, validate_estimator_config
 from verl_masopd.config import compose_config
+from verl_masopd.rollout.episode_rows import EpisodeRows
 from verl_masopd.trainer.config import ConfigError, validate_config, verl_algo_config
 
 
@@ -35,6 +36,7 @@ ROWS = [
     ("tester", "tester_2", "e0", 1, 0.0),
 ]
 TEAM = {"e0": 0.0, "e1": 1.0}
+EPISODES = EpisodeRows((((0, 1, 2, 3, 8, 9, 10), (4, 5, 6, 7)),))
 # the coder rows' ℓT and ℓS (old_log_probs); the coder's first response has two tokens
 CODER_TEACHER = {1: [-0.5, -1.0, 0.0], 5: [-2.0, -1.0, -1.0]}
 CODER_OLD = {1: [-1.0, -0.25, 0.0], 5: [-1.0, -1.0, -0.5]}
@@ -66,6 +68,7 @@ def two_role_batch() -> DataProto:
             "turn": objects(*turn),
             "num_turns": objects(*[2 if e == "e0" else 1 for e in episode]),
         },
+        meta_info={"episode_rows": EPISODES},
     )
 
 
@@ -140,6 +143,15 @@ def test_grouping_by_turn_splits_an_episode_into_its_turns():
     )
     by_episode = compute_advantages(two_role_batch(), algorithm_config(per_role=OPD_CODER_GRPO_TESTER))
     assert torch.equal(by_turn.batch["advantages"], by_episode.batch["advantages"])
+
+
+def test_magrpo_on_one_role_reads_that_roles_rows_of_each_episode():
+    out = compute_advantages(two_role_batch(), algorithm_config(per_role={"tester": {"estimator": "magrpo"}}))
+    # testers, team only (r_e0 = 0, r_e1 = 1), γ = 1: turn 0 alive e0 and e1, mean 0.5; turn 1 e0 alone
+    tester = [0, 2, 3, 4, 6, 7, 8, 9, 10]
+    assert out.batch["advantages"][tester, 0].tolist() == [-0.5, -0.5, -0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0]
+    assert out.meta_info["episode_rows"] is EPISODES
+    assert EPISODES.select(np.array(tester)) == EpisodeRows((((0, 1, 2, 6, 7, 8), (3, 4, 5)),))
 
 
 def test_a_role_not_listed_takes_adv_estimator():

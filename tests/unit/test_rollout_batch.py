@@ -1,4 +1,5 @@
-"""to_dataproto: layout, alignment, truncation rule, rewards, per-policy filtering."""
+"""to_dataproto: layout, alignment, truncation rule, rewards, per-policy filtering, the records'
+structure over the rows (EpisodeRows) and its selection."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 from verl_masopd.rollout.batch import to_dataproto
+from verl_masopd.rollout.episode_rows import EpisodeRows
 from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample, TeacherScores
 from verl_masopd.workflows.base import Agent, Episode, Judgement, Reward, Turn
 from verl_masopd.workflows.problem import Problem
@@ -53,7 +55,13 @@ def test_layout_alignment_and_rewards():
     assert list(nt["role"]) == ["coder", "coder"] and list(nt["policy"]) == ["coder", "coder"]
     assert list(nt["agent_index"]) == [0, 0]
     assert list(nt["privileged"]) == [False, False] and list(nt["branch"]) == [0, 0]
-    assert batch.meta_info == {"policy": "coder", "truncated_prompts": 0, "truncated_responses": 0, "failed_samples": 0}
+    assert batch.meta_info == {
+        "policy": "coder",
+        "truncated_prompts": 0,
+        "truncated_responses": 0,
+        "failed_samples": 0,
+        "episode_rows": EpisodeRows((((0, 1),),)),
+    }
 
 
 def test_long_prompts_keep_their_last_tokens_and_responses_stay_aligned():
@@ -81,6 +89,33 @@ def test_failed_samples_left_out_and_counted_other_policies_ignored():
     batch = to_dataproto([group(samples)], "coder", 8, 8, PAD)
     assert len(batch) == 1 and batch.batch["responses"].tolist() == [[5]]
     assert batch.meta_info["failed_samples"] == 1
+    assert batch.meta_info["episode_rows"] == EpisodeRows((((0,),),))
+
+
+def test_rows_keep_the_records_groups_and_episodes():
+    def played(uid, episodes):
+        problem = Problem(uid=uid, domain="math", statement="s", answer="1")
+        agents = (Agent("coder_0", "coder", 0), Agent("tester_0", "tester", 0))
+        return RolloutGroup(
+            problem,
+            [
+                EpisodeResult(
+                    f"{uid}#{e}", Episode(problem, agents, [], done=True), samples, Judgement(False, 0, None), 0
+                )
+                for e, samples in enumerate(episodes)
+            ],
+        )
+
+    failed = sample(0, "coder_0", [1], [], [], finish="failed")
+    ok = [sample(0, "coder_0", [1], [2], [-0.1]), sample(0, "tester_0", [3], [4], [-0.2])]
+    groups = [played("p", [ok, [failed, ok[1]]]), played("q", [[failed], ok])]
+    batch = to_dataproto(groups, None, 8, 8, PAD)
+    # p: episode 0 rows 0, 1; episode 1 its tester's row 2; q: episode 0 none (failed), episode 1 rows 3, 4
+    rows = EpisodeRows((((0, 1), (2,)), ((), (3, 4))))
+    assert batch.meta_info["episode_rows"] == rows
+    assert list(batch.non_tensor_batch["uid"]) == ["p", "p", "p", "q", "q"]
+    # the testers' rows 1, 2 and 4 alone: renumbered 0, 1, 2; positions of groups and episodes kept
+    assert rows.select([1, 2, 4]) == EpisodeRows((((0,), (1,)), ((), (2,))))
 
 
 def test_no_rows_is_an_error_naming_the_policy():

@@ -228,7 +228,7 @@ def test_an_empty_answer_and_a_query_without_opening_tag(tiny_tokenizer, index):
 def test_settings_are_checked_and_named(index, tmp_path):
     with pytest.raises(ValueError, match="workflow.horizon: the hierarchical .* = 8 turns"):
         make_workflow("search", "qa", 1, 4, retriever=index)
-    with pytest.raises(ValueError, match="workflow.options.retriever: .* is neither"):
+    with pytest.raises(ValueError, match="workflow.options.retriever: .* is none of: an http"):
         make_workflow("search", "qa", 1, 8, retriever=str(tmp_path))
     with pytest.raises(ValueError, match="workflow.options.retriever: retrieval server http://127.0.0.1:9"):
         make_workflow("search", "qa", 1, 8, retriever="http://127.0.0.1:9", search_timeout_s=1.0)

@@ -5,10 +5,10 @@ import dataclasses
 
 import pytest
 
-from verl_masopd.algos.cure_matrix import cure_execution_matrix
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import HOLD, REVISE
 from verl_masopd.workflows.code import CODER_INSTRUCTION, TESTER_INSTRUCTION
+from verl_masopd.workflows.execution_matrix import run_matrix
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.problem import TestCase as Case
 
@@ -307,7 +307,7 @@ def test_a_failed_run_is_no_result_for_the_coder_the_tester_or_cure(code):
     assert not turn.agreed and turn.verifier["pairs"][0]["signature"] is None
     assert turn.verifier["agents"]["coder_0"].passed == 0
     assert workflow.judge(episode).local[0, "coder_0"].terms == {"build": 1.0, "run": 0.0, "pass": 0.0}
-    matrix = cure_execution_matrix([code], list(GOLDEN), [Case("2 3\n", "5\n")], timeout=1.0)
+    matrix = run_matrix([code], [*GOLDEN, Case("2 3\n", "5\n")], timeout=1.0)
     assert matrix == [[0, 0, 0]]
 
     problem = dataclasses.replace(PROBLEM, reference_solution=code)

@@ -16,9 +16,12 @@ program j's output on test l's input equals its expected output.
         (population std). A group with zero std, or no tester data, is dropped: its rows get
         Â = 0 and are removed from the loss (batch["trainable"] false), as CURE removes them.
 
-The estimation's steps (specs.py): the trainer's matrices (cure_matrix.py) arrive in
-meta_info["cure_matrices"]; `prepare_cure` computes Â and the kept rows once from them, the
-registered estimator broadcasts Â to the tokens, `finish_cure` hands the kept rows on.
+The estimation's steps (specs.py): `rollout_matrices` asks the workflow that played the step's
+rollout groups for each group's matrix (it runs the programs: `CodeWorkflow.execution_matrix`,
+workflows/execution_matrix.py), into meta_info["cure_matrices"] in group order; `prepare_cure`
+computes Â and the kept rows once from them and the batch's episodes (rollout/episode_rows.py:
+matrix row j is the group's episode j), the registered estimator broadcasts Â to the tokens,
+`finish_cure` hands the kept rows on.
 
 The episode's final program and final test (its last turn) fill the matrix; the reward of
 episode j's program (test) is given to every turn's Coder (Tester) response of episode j, as the
@@ -27,7 +30,10 @@ plus the actor's KL loss to the reference, use_kl_loss=true, kl_loss_type=low_va
 kl_loss_coef 0.01.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -35,27 +41,13 @@ from verl import DataProto
 from verl.trainer.ppo.core_algos import register_adv_est
 
 from verl_masopd.algos.steps import Finished, batch_field
+from verl_masopd.rollout.episode_rows import EpisodeRows, episode_rows
+from verl_masopd.workflows.execution_matrix import ExecutionMatrix
+
+if TYPE_CHECKING:
+    from verl_masopd.rollout.records import RolloutGroup
 
 CODER, TESTER = "coder", "tester"
-
-
-@dataclass(frozen=True)
-class ExecutionMatrix:
-    """B of one problem; program row j and generated test column t+k belong to `episode_ids[j]`, `[k]`."""
-
-    episode_ids: tuple[str, ...]
-    passed: np.ndarray
-    num_golden: int
-
-    def __post_init__(self):
-        n = len(self.episode_ids)
-        if self.passed.shape != (n, self.num_golden + n):
-            raise ValueError(
-                f"execution matrix has shape {self.passed.shape}, expected ({n}, {self.num_golden} + {n}) "
-                f"for {n} episodes and {self.num_golden} golden tests"
-            )
-        if self.num_golden < 1:
-            raise ValueError("execution matrix needs at least one golden test column (num_golden >= 1)")
 
 
 def coder_rewards(passed: np.ndarray, num_golden: int) -> np.ndarray:
@@ -83,41 +75,43 @@ def normalise(rewards: np.ndarray | None) -> np.ndarray | None:
     return (rewards - rewards.mean()) / rewards.std()
 
 
+def rollout_matrices(groups: Sequence[RolloutGroup], workflow) -> dict[str, list[ExecutionMatrix]]:
+    """meta_info["cure_matrices"]: each rollout group's execution matrix, in group order, built by
+    `workflow`, the code workflow that played them."""
+    return {"cure_matrices": [workflow.execution_matrix([r.episode for r in group.episodes]) for group in groups]}
+
+
 def cure_row_advantages(
-    uid: np.ndarray, episode_id: np.ndarray, role: np.ndarray, matrices: dict[str, ExecutionMatrix]
+    role: np.ndarray, episodes: EpisodeRows, matrices: list[ExecutionMatrix]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row Â [B] and whether the row is kept [B] (False: its group was dropped)."""
-    advantages = torch.zeros(len(uid))
-    kept = torch.zeros(len(uid), dtype=torch.bool)
-    by_problem = {}
-    for problem, matrix in matrices.items():
-        slot = {episode: j for j, episode in enumerate(matrix.episode_ids)}
-        by_problem[problem] = (
-            slot,
-            normalise(coder_rewards(matrix.passed, matrix.num_golden)),
-            normalise(tester_rewards(matrix.passed, matrix.num_golden)),
-        )
-    for i in range(len(uid)):
-        if uid[i] not in by_problem:
-            raise ValueError(f"no CURE execution matrix for problem uid {uid[i]!r}")
-        if role[i] not in (CODER, TESTER):
-            raise ValueError(f"CURE serves the roles coder and tester, got role {role[i]!r}")
-        slot, coder, tester = by_problem[uid[i]]
-        if episode_id[i] not in slot:
-            raise ValueError(f"episode {episode_id[i]!r} is not in the execution matrix of problem {uid[i]!r}")
-        group = coder if role[i] == CODER else tester
-        if group is not None:
-            advantages[i] = float(group[slot[episode_id[i]]])
-            kept[i] = True
+    """Per-row Â [B] and whether the row is kept [B] (False: its group was dropped); row i of
+    episode j of group g reads matrix g's Coder or Tester reward j."""
+    if len(matrices) != len(episodes.groups):
+        raise ValueError(f"{len(matrices)} CURE execution matrices for {len(episodes.groups)} rollout groups")
+    advantages = torch.zeros(len(role))
+    kept = torch.zeros(len(role), dtype=torch.bool)
+    for g, (group, matrix) in enumerate(zip(episodes.groups, matrices)):
+        if len(matrix.passed) != len(group):
+            raise ValueError(f"rollout group {g} has {len(group)} episodes, its execution matrix {len(matrix.passed)}")
+        coder = normalise(coder_rewards(matrix.passed, matrix.num_golden))
+        tester = normalise(tester_rewards(matrix.passed, matrix.num_golden))
+        for j, rows in enumerate(group):
+            for i in rows:
+                if role[i] not in (CODER, TESTER):
+                    raise ValueError(f"CURE serves the roles coder and tester, got role {role[i]!r}")
+                rewards = coder if role[i] == CODER else tester
+                if rewards is not None:
+                    advantages[i] = float(rewards[j])
+                    kept[i] = True
     return advantages, kept
 
 
 def prepare_cure(data: DataProto, estimator) -> dict:
     """Â per row [B] and the kept rows [B] from meta_info["cure_matrices"], computed once."""
     if "cure_matrices" not in data.meta_info:
-        raise ValueError("algorithm.adv_estimator=cure needs meta_info['cure_matrices'] (one ExecutionMatrix per uid)")
+        raise ValueError("algorithm.adv_estimator=cure needs meta_info['cure_matrices'] (one matrix per rollout group)")
     advantages, kept = cure_row_advantages(
-        *(batch_field(data, name, "cure") for name in ("uid", "episode_id", "role")), data.meta_info["cure_matrices"]
+        batch_field(data, "role", "cure"), episode_rows(data, "cure"), data.meta_info["cure_matrices"]
     )
     return {"cure_advantages": advantages, "cure_kept": kept}
 

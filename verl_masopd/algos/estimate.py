@@ -5,7 +5,8 @@ module knows no estimator by name. The steps, in order:
     0. from_rollout  spec.from_rollout(groups, workflow) into meta_info, when the trainer hands
                      the step's rollout groups (e.g. CURE's execution matrices)
     1. inputs        spec.fields from the batch (a missing one is named), spec.optional_fields
-                     where present, token_level_rewards (rewards.py) unless the spec uses no reward
+                     where present, the batch's episodes (meta_info["episode_rows"]) when the spec
+                     reads them, token_level_rewards (rewards.py) unless the spec uses no reward
     2. prepare       spec.prepare(data, estimator): derived inputs
     3. estimate      verl's get_adv_estimator_fn(name)(response_mask, config=<typed options>, **inputs)
     4. finish        spec.finish(advantages, returns, inputs): a `Finished` (steps.py)
@@ -21,8 +22,8 @@ engine's distillation loss (trainer/distillation_loss.py): the row's estimator's
 `distillation_weight` on its generated tokens when the teacher scored the row, else 0.
 
 With `algorithm.per_role` (per_role.py) the steps run once per role on that role's rows, with
-the role's estimator and its group key in the "uid" column, and the results are merged back;
-without it they run once on the whole batch.
+the role's estimator and its group key in the "uid" column (its episodes the role's rows of
+each), and the results are merged back; without it they run once on the whole batch.
 """
 
 from collections.abc import Sequence
@@ -41,6 +42,7 @@ from verl_masopd.algos.per_role import group_key
 from verl_masopd.algos.rewards import combine_rewards, place_on_last_token
 from verl_masopd.algos.specs import EstimatorSettings, read_estimator
 from verl_masopd.algos.steps import Finished, batch_field
+from verl_masopd.rollout.episode_rows import EPISODE_ROWS, episode_rows
 
 
 def _reward_inputs(data: DataProto, estimator: EstimatorSettings) -> torch.Tensor:
@@ -59,6 +61,8 @@ def _estimator_inputs(data: DataProto, estimator: EstimatorSettings) -> dict[str
     spec = estimator.spec
     inputs = {field: batch_field(data, field, spec.name) for field in spec.fields}
     inputs |= {field: data.batch[field] for field in spec.optional_fields if field in data.batch.keys()}
+    if spec.episodes:
+        inputs["episodes"] = episode_rows(data, spec.name)
     inputs["token_level_rewards"] = None if spec.uses_local_reward is None else _reward_inputs(data, estimator)
     if spec.prepare is not None:
         inputs |= spec.prepare(data, estimator)
@@ -100,6 +104,8 @@ def _estimate_per_role(data: DataProto, estimator: EstimatorSettings) -> Finishe
         rows = np.flatnonzero(roles == role)
         part = data.select_idxs(rows)
         part.non_tensor_batch["uid"] = group_key(part.non_tensor_batch, entry.group_by, role)
+        if EPISODE_ROWS in data.meta_info:
+            part.meta_info = data.meta_info | {EPISODE_ROWS: data.meta_info[EPISODE_ROWS].select(rows)}
         finished = _estimate(part, entry.settings)
         index = torch.from_numpy(rows).to(response_mask.device)
         advantages[index] = finished.advantages

@@ -31,6 +31,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 from verl_masopd.algos.options import options_from
 from verl_masopd.config_errors import require
 from verl_masopd.defaults import packaged_defaults
+from verl_masopd.rollout.episode_rows import EpisodeRows
 
 
 @dataclass(frozen=True)
@@ -62,27 +63,33 @@ def compute_magrpo_advantage(
     config=None,
     index=None,
     *,
-    uid: np.ndarray,
-    episode_id: np.ndarray,
+    episodes: EpisodeRows,
     turn: np.ndarray,
     num_turns: np.ndarray,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row A_t(e) broadcast to the row's response tokens; returns are R_t(e) broadcast likewise.
 
-    `token_level_rewards` sum to r_e on every row of episode e; `index` is ignored (groups are uid).
+    `episodes` are the batch's episodes by problem group (rollout/episode_rows.py): e is alive at
+    turn t when it has a row of turn t. `token_level_rewards` sum to r_e on every row of episode e;
+    `index` is ignored.
     """
     options = options_from(config, "magrpo", MagrpoOptions)
     team = token_level_rewards.sum(dim=-1).tolist()
     returns = [return_to_go(team[i], int(turn[i]), int(num_turns[i]), options) for i in range(len(team))]
 
-    alive_returns: dict[tuple, dict[str, float]] = defaultdict(dict)
-    for i, value in enumerate(returns):
-        alive_returns[(uid[i], int(turn[i]))][episode_id[i]] = value
-    baseline = {key: float(np.mean(list(by_episode.values()))) for key, by_episode in alive_returns.items()}
+    baseline = [0.0] * len(returns)
+    for group in episodes.groups:
+        alive_returns: dict[int, dict[int, float]] = defaultdict(dict)
+        for e, rows in enumerate(group):
+            for i in rows:
+                alive_returns[int(turn[i])][e] = returns[i]
+        for rows in group:
+            for i in rows:
+                baseline[i] = float(np.mean(list(alive_returns[int(turn[i])].values())))
 
     mask = response_mask.float()
     row_returns = torch.tensor(returns, dtype=torch.float32, device=mask.device)
-    row_baseline = torch.tensor([baseline[(uid[i], int(turn[i]))] for i in range(len(returns))], device=mask.device)
+    row_baseline = torch.tensor(baseline, device=mask.device)
     advantages = (row_returns - row_baseline).unsqueeze(-1) * mask
     return advantages, row_returns.unsqueeze(-1) * mask

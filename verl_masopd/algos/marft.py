@@ -30,7 +30,6 @@ value-loss clip of marft_critic.py), max_grad_norm;
 the actor runs with policy_loss.loss_mode=marft, clip_ratio 0.2, grad_clip 0.5, lr 1e-6, 1 epoch.
 """
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +41,7 @@ from verl.trainer.ppo.core_algos import agg_loss, register_adv_est, register_pol
 from verl_masopd.algos.options import options_from
 from verl_masopd.config_errors import require
 from verl_masopd.defaults import packaged_defaults
+from verl_masopd.rollout.episode_rows import EpisodeRows
 
 
 @dataclass(frozen=True)
@@ -102,24 +102,24 @@ def compute_marft_advantage(
     index=None,
     *,
     critic_values: torch.Tensor,
-    episode_id: np.ndarray,
+    episodes: EpisodeRows,
     turn: np.ndarray,
     role: np.ndarray,
     agent_index: np.ndarray,
     **unused,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Â and returns per action, broadcast to its tokens. The batch must hold every agent's rows
-    of each episode (all policies together): the chain runs across policies."""
+    """Â and returns per action, broadcast to its tokens. `episodes` are the batch's episodes
+    (rollout/episode_rows.py), each a chain ordered by (turn, role, agent index); the batch must
+    hold every agent's rows of each episode (all policies together): the chain runs across policies."""
     options = options_from(config, "marft", MarftOptions)
     rewards = token_level_rewards.sum(dim=-1).tolist()
     values = critic_values.float().tolist()
 
-    chains: dict[str, list[int]] = defaultdict(list)
-    for i in range(len(rewards)):
-        chains[episode_id[i]].append(i)
     row_advantages = torch.zeros(len(rewards))
-    for rows in chains.values():
-        rows.sort(key=lambda i: (int(turn[i]), str(role[i]), int(agent_index[i])))
+    for rows in episodes.episodes():
+        if not rows:
+            continue
+        rows = sorted(rows, key=lambda i: (int(turn[i]), str(role[i]), int(agent_index[i])))
         chain = chain_gae([rewards[i] for i in rows], [values[i] for i in rows], options.gamma, options.lam)
         row_advantages[rows] = torch.tensor(chain)
 

@@ -6,7 +6,9 @@ that the estimation (estimate.py) and the trainer hold no estimator names:
     needs         a teacher, a judge (the teacher prompted as one, teacher/judging.py), a
                   critic, a reference policy, tree sampling; the reward (team + local, team
                   only, none); the verl actor loss settings
-    batch fields  `fields` handed to the estimator by name, `optional_fields` when present
+    batch fields  `fields` handed to the estimator by name, `optional_fields` when present;
+                  with `episodes`, the records' structure over the rows (`episodes`, an
+                  `EpisodeRows`, rollout/episode_rows.py): which rows are one episode
     steps         `from_rollout(groups, workflow)`: meta_info entries built from the step's
                   rollout groups (before the batch-side steps); `prepare(data, settings)`: derived
                   inputs; `finish(advantages, returns, inputs)`: post-processing (a `Finished`)
@@ -27,8 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from verl_masopd.algos.cure import finish_cure, prepare_cure
-from verl_masopd.algos.cure_matrix import cure_matrices
+from verl_masopd.algos.cure import finish_cure, prepare_cure, rollout_matrices
 from verl_masopd.algos.distillation import DistillationSettings
 from verl_masopd.algos.frozen import finish_frozen
 from verl_masopd.algos.grpo import GrpoOptions, finish_grpo, prepare_grpo
@@ -75,6 +76,7 @@ class EstimatorSpec:
     max_agents_per_role: int | None = None
     fields: tuple[str, ...] = ()
     optional_fields: tuple[str, ...] = ()
+    episodes: bool = False
     from_rollout: Callable[[Any, Any], dict] | None = None
     prepare: Callable[[Any, "EstimatorSettings"], dict] | None = None
     finish: Callable[[Any, Any, dict], Any] | None = None
@@ -143,7 +145,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             policy_loss="gpg",
             loss_agg_mode="seq-mean-token-sum",
             options=("magrpo", MagrpoOptions),
-            fields=("uid", "episode_id", "turn", "num_turns"),
+            fields=("turn", "num_turns"),
+            episodes=True,
             group_baseline="episodes",
         ),
         EstimatorSpec(
@@ -154,7 +157,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             policy_loss="marft",
             loss_agg_mode="seq-mean-token-mean",
             options=("marft", MarftOptions),
-            fields=("critic_values", "episode_id", "turn", "role", "agent_index"),
+            fields=("critic_values", "turn", "role", "agent_index"),
+            episodes=True,
             grad_clip_option="max_grad_norm",
         ),
         EstimatorSpec(
@@ -164,7 +168,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
             needs_reference=True,
             uses_local_reward=None,
             max_agents_per_role=1,
-            from_rollout=lambda groups, workflow: {"cure_matrices": cure_matrices(groups, workflow)},
+            from_rollout=rollout_matrices,
             prepare=prepare_cure,
             finish=finish_cure,
             no_task_distillation=(

@@ -27,9 +27,10 @@ settings of docs/method.md, "Common settings" (temperature 0.6, top-p 0.95, top-
 SA+ST is `--workflow sa --horizon 1`.
 Writes DIR/records.jsonl (one line per problem), DIR/summary.md, DIR/summary.csv and
 DIR/settings.json (what the evaluation ran with; the report compares it across runs). An
-evaluation of the search workflow (qa) also writes DIR/qa_attempts.jsonl, one QA attempt per
-episode (eval/qa_attempts.py, eval/qa_episodes.py): the k episodes of a question are its k
-attempts (the search system's protocol: --k 4), for the report's QA tables.
+evaluation of a workflow that declares `qa_attempts` (the search workflow) also writes
+DIR/qa_attempts.jsonl, one QA attempt per episode scored by the workflow's `qa_scores`
+(eval/qa_attempts.py, eval/qa_episodes.py): the k episodes of a question are its k attempts (the
+search system's protocol: --k 4), for the report's QA tables.
 
   --swap-roles      every role plays with the next role's model (cyclically): the cross-role
                     swap of docs/method.md, "Data and evaluation"; the report's swap drop is
@@ -77,7 +78,6 @@ from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.prompted import PROMPT_STYLES
-from verl_masopd.workflows.search import SearchWorkflow
 
 # the training config's validation sampling, the sampling flags' defaults
 VALIDATION_SAMPLING = "actor_rollout_ref.rollout.val_kwargs"
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         import_extensions(args.imports, "--import")
         problems = load_problems(args.data, args.limit)
         workflow = build_workflow(args, problems[0].domain)
-        qa = isinstance(workflow, SearchWorkflow)
+        qa = workflow.qa_attempts
         if qa:
             check_datasets(args.data, problems)
         policies = policies_of(workflow.agents, args.policy_sharing)
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         tqdm(total=len(problems) * args.k, unit="episode") as bar,
     ):
         attempts = []
-        collect = (lambda group: attempts.extend(group_attempts(group))) if qa else None
+        collect = (lambda group: attempts.extend(group_attempts(group, workflow))) if qa else None
         records = asyncio.run(
             evaluate(manager, problems, args.k, args.batch_size, lambda _: bar.update(), role_advantage, collect)
         )

@@ -1,9 +1,8 @@
-"""The search workflow's played episodes as QA attempts (eval/qa_attempts.py): one `QaAttempt` per
-episode, the k episodes of a question its attempts 0 … k−1.
+"""The played episodes of a workflow with `qa_attempts` (the search team) as QA attempts
+(eval/qa_attempts.py): one `QaAttempt` per episode, the k episodes of a question its attempts 0 … k−1.
 
-The scores are the submitted candidate's (`workflows.search.submitted`, candidate 0): its EM,
-sub-EM, relaxed EM and failure; an episode in which no Answerer acted has failure "no_candidate"
-and every score false. The tokens of an episode, over its calls s (one `Sample` per agent per
+The scores (EM, sub-EM, relaxed EM and failure) are the workflow's `qa_scores` of the episode
+(the search team: its submitted candidate's). The tokens of an episode, over its calls s (one `Sample` per agent per
 turn, its reply's tool observations included), with g_{s,i} = 1 where the policy sampled the
 reply's token i and 0 on observation tokens:
 
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 from verl_masopd.eval.qa_attempts import QaAttempt
 from verl_masopd.rollout.records import EpisodeResult, RolloutGroup
-from verl_masopd.workflows.search import NO_CANDIDATE, submitted
+from verl_masopd.workflows.base import Workflow
 
 
 def episode_tokens(result: EpisodeResult) -> tuple[int, int]:
@@ -29,16 +28,23 @@ def episode_tokens(result: EpisodeResult) -> tuple[int, int]:
     return generated, read
 
 
-def group_attempts(group: RolloutGroup) -> list[QaAttempt]:
+def group_attempts(group: RolloutGroup, workflow: Workflow) -> list[QaAttempt]:
     """The attempts of one question: its episodes in order, dataset its data_source, question its uid."""
     attempts = []
     for index, result in enumerate(group.episodes):
-        candidate = submitted(result.episode)
+        scores = workflow.qa_scores(result.episode)
         generated, read = episode_tokens(result)
-        scores = (
-            (candidate.em, candidate.sub_em, candidate.relaxed_em, candidate.failure)
-            if candidate is not None
-            else (False, False, False, NO_CANDIDATE)
+        attempts.append(
+            QaAttempt(
+                group.problem.data_source,
+                group.uid,
+                index,
+                scores.em,
+                scores.sub_em,
+                scores.relaxed_em,
+                scores.failure,
+                generated,
+                read,
+            )
         )
-        attempts.append(QaAttempt(group.problem.data_source, group.uid, index, *scores, generated, read))
     return attempts

@@ -18,6 +18,9 @@ tokens (the generation prompt stays next to the response); a response longer tha
 `max_response_len` keeps its first `max_response_len` tokens together with their log-probs. Both
 are counted in `meta_info` ("truncated_prompts", "truncated_responses"). Failed turns (no
 response) carry no tokens to train on and are left out, counted as "failed_samples".
+
+Rows come group by group, episode by episode, sample by sample; meta_info["episode_rows"]
+(rollout/episode_rows.py) keeps that structure of the records for the estimators.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 import torch
 from verl import DataProto
 
+from verl_masopd.rollout.episode_rows import EPISODE_ROWS, EpisodeRows
 from verl_masopd.rollout.records import FAILED, RolloutGroup, Sample
 from verl_masopd.token_layout import prompt_response_tensors, right_padded
 
@@ -51,10 +55,20 @@ def to_dataproto(
     """
     if max_prompt_len < 1 or max_response_len < 1:
         raise ValueError(f"max_prompt_len and max_response_len must be >= 1, got {max_prompt_len}, {max_response_len}")
-    mine = [(g, r, s) for g in groups for r in g.episodes for s in r.samples if policy is None or s.policy == policy]
-    rows = [(r, s) for _, r, s in mine if s.finish_reason != FAILED]
-    uids = [g.uid for g, _, s in mine if s.finish_reason != FAILED]
-    failed = len(mine) - len(rows)
+    rows, uids, structure, failed = [], [], [], 0
+    for g in groups:
+        structure.append([])
+        for r in g.episodes:
+            structure[-1].append([])
+            for s in r.samples:
+                if policy is not None and s.policy != policy:
+                    continue
+                if s.finish_reason == FAILED:
+                    failed += 1
+                    continue
+                structure[-1][-1].append(len(rows))
+                rows.append((r, s))
+                uids.append(g.uid)
     if not rows:
         raise ValueError(f"no trainable samples for policy {policy!r} ({failed} failed)")
     prompts = [s.prompt_ids[-max_prompt_len:] for _, s in rows]
@@ -105,6 +119,7 @@ def to_dataproto(
             "truncated_prompts": sum(len(s.prompt_ids) > max_prompt_len for _, s in rows),
             "truncated_responses": sum(len(s.response_ids) > max_response_len for _, s in rows),
             "failed_samples": failed,
+            EPISODE_ROWS: EpisodeRows(tuple(tuple(tuple(episode) for episode in group) for group in structure)),
         },
     )
 

@@ -111,6 +111,18 @@ class Judgement:
     local: dict[tuple[int, str], Reward] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class QaScores:
+    """An episode as one attempt at a QA question: its submitted answer scored by exact match,
+    sub-exact match and relaxed exact match against the golden answers (verify/qa_match.py), and
+    `failure`, why it has no tagged answer (None when it has one)."""
+
+    em: bool
+    sub_em: bool
+    relaxed_em: bool
+    failure: str | None
+
+
 @dataclass
 class Attribution:
     """a^t of PAC (docs/method.md, "PAC") for a turn that ended in conflict.
@@ -138,7 +150,8 @@ class Workflow(ABC):
     `step` compares the agents' outputs (`Turn.agreed`); False for a team whose roles do not
     answer the same thing, whose evaluation then has no agreement metrics. `judged_roles`: the
     roles whose replies `critique` puts to a judge answering with one of `judge_verdicts`
-    (approval first; teacher/judging.py)."""
+    (approval first; teacher/judging.py). `qa_attempts`: its evaluation also reports every episode
+    as an attempt at a QA question, scored by `qa_scores` (eval/qa_episodes.py)."""
 
     name: ClassVar[str]
     domain: ClassVar[str]
@@ -146,6 +159,7 @@ class Workflow(ABC):
     agrees: ClassVar[bool] = True
     judged_roles: ClassVar[tuple[str, ...]] = ()
     judge_verdicts: ClassVar[tuple[str, str]] = ("yes", "no")
+    qa_attempts: ClassVar[bool] = False
 
     def __init__(self, agents_per_role: int = 1, horizon: int = 4):
         if agents_per_role < 1:
@@ -189,6 +203,10 @@ class Workflow(ABC):
         """Chat messages that put `agent`'s reply at `turn` to a judge who answers with one of
         `judge_verdicts`; None for a role not in `judged_roles`. Default: None."""
         return None
+
+    def qa_scores(self, episode: Episode) -> QaScores:
+        """`episode` as an attempt at its QA question, for a workflow with `qa_attempts`."""
+        raise NotImplementedError(f"workflow {self.name!r} does not score QA attempts (qa_attempts is False)")
 
     @abstractmethod
     def render(self, episode: Episode, agent: Agent, turn: int, role: str | None = None) -> list[dict]:

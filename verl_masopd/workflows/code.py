@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from verl_masopd.sandbox import ExecResult
@@ -39,6 +40,7 @@ from verl_masopd.workflows.execution import (
     run_passes,
     runnable,
 )
+from verl_masopd.workflows.execution_matrix import ExecutionMatrix, execution_matrix
 from verl_masopd.workflows.parsing import last_block, shown, unusable_reason
 from verl_masopd.workflows.problem import CODE, Problem, TestCase
 from verl_masopd.workflows.prompted import COMPACT, PromptedWorkflow, parse_program
@@ -254,6 +256,19 @@ class CodeWorkflow(CodeDomainWorkflow):
         """Each Tester's test case of the episode's last turn, in agent order; None where unusable."""
         last, fn_name = episode.turns[-1], episode.problem.fn_name
         return [tester_case(last.actions[s.name], fn_name)[0] for s in self.agents_of(TESTER)]
+
+    def execution_matrix(self, episodes: Sequence[Episode]) -> ExecutionMatrix:
+        """The execution matrix of one problem's finished episodes (execution_matrix.py): episode j's
+        submission against the golden tests and every episode's final test case. One Tester per
+        episode."""
+        if len(self.agents_of(TESTER)) != 1:
+            raise ValueError(
+                f"the execution matrix needs one Tester per episode (workflow.agents_per_role=1), "
+                f"got {self.agents_per_role}"
+            )
+        programs = [self.submit(episode)[0] for episode in episodes]
+        generated = [self.final_tests(episode)[0] for episode in episodes]
+        return execution_matrix(episodes[0].problem, programs, generated, self.timeout, self.float_tol)
 
     def step(self, episode: Episode, actions: dict[str, Action]) -> Turn:
         self.check_actions(episode, actions)

@@ -33,10 +33,10 @@ is its episode's candidates (`group_by: episode`), so the team signal, equal acr
 cancels there. Reports and passages are context or observation tokens: never trained on.
 
 Settings (`workflow.options`): max_waves W (3), max_searchers_per_wave K (4), max_calls S (3),
-topk (3), max_obs_tokens (500), answer_candidates G_a (4), retriever (a server URL or an index
-folder, search_tool.py), search_timeout_s (30), tags (the tag names, keys of `TAGS`),
-shown_chars (a report's length as shown, 2000), system ("hierarchical" or "cascaded"). The
-hierarchical episode has at most 2W + 2 turns, the cascaded one 2, which `workflow.horizon` must
+topk (3), max_obs_tokens (500), answer_candidates G_a (4), retriever (a server URL, an index
+folder or another registered backend's spec, retrieval/backends.py), search_timeout_s (30), tags
+(the tag names, keys of `TAGS`), shown_chars (a report's length as shown, 2000), system
+("hierarchical" or "cascaded"). The hierarchical episode has at most 2W + 2 turns, the cascaded one 2, which `workflow.horizon` must
 state.
 """
 
@@ -46,13 +46,14 @@ import json
 import re
 from dataclasses import dataclass
 
+from verl_masopd.retrieval.backends import open_retriever
 from verl_masopd.verify.qa_match import exact_match, relaxed_match, sub_exact_match
-from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Judgement, Turn, Workflow
+from verl_masopd.workflows.base import Action, Agent, Attribution, Episode, Judgement, QaScores, Turn, Workflow
 from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.parsing import shown, unusable_reason
 from verl_masopd.workflows.problem import QA
 from verl_masopd.workflows.prompted import COMPACT, PAPER, PROMPT_STYLES
-from verl_masopd.workflows.search_tool import SearchTool, open_retriever
+from verl_masopd.workflows.search_tool import SearchTool
 
 LEADER, SEARCHER, ANSWERER = "leader", "searcher", "answerer"
 TAGS = {
@@ -149,6 +150,7 @@ class SearchWorkflow(Workflow):
     roles = (LEADER, SEARCHER, ANSWERER)
     agrees = False
     judged_roles = (SEARCHER,)
+    qa_attempts = True
 
     def __init__(
         self,
@@ -205,8 +207,12 @@ class SearchWorkflow(Workflow):
             *(Agent(f"{SEARCHER}_{i}", SEARCHER, i) for i in range(searchers)),
             *(Agent(f"{ANSWERER}_{i}", ANSWERER, i) for i in range(answer_candidates)),
         )
+        try:
+            opened = open_retriever(retriever, search_timeout_s)
+        except ValueError as error:
+            raise ValueError(f"workflow.options.retriever: {error}") from None
         self.search_tool = SearchTool(
-            open_retriever(retriever, search_timeout_s),
+            opened,
             topk,
             self.tags["search"],
             self.tags["information"],
@@ -398,6 +404,14 @@ class SearchWorkflow(Workflow):
     def attribute(self, episode: Episode, turn: int) -> Attribution | None:
         """No conflict attribution: the roles do not answer the same thing."""
         return None
+
+    def qa_scores(self, episode: Episode) -> QaScores:
+        """The submitted candidate's scores; failure "no_candidate" and every score false when no
+        Answerer acted."""
+        candidate = submitted(episode)
+        if candidate is None:
+            return QaScores(False, False, False, NO_CANDIDATE)
+        return QaScores(candidate.em, candidate.sub_em, candidate.relaxed_em, candidate.failure)
 
 
 def waves(turns: list[Turn]) -> int:

@@ -14,39 +14,17 @@ Equal queries within a training step are searched once: the tool's `cache` (retr
 cleared by `begin_step`, its lookups, hits and hit rate the tool's step metrics
 (rollout/tool/search/cache_*).
 
-`open_retriever(spec)` reads where the passages come from: an http(s) URL of a server for
-Search-R1's `POST /retrieve` API (the project's own server or a user's dense one; it must answer
-at start-up), or a folder holding a BM25 index (`python -m verl_masopd.retrieval index`).
+The workflow opens the tool's retriever from `workflow.options.retriever` through the registry of
+retrieval backends (retrieval/backends.py: a server URL or a BM25 index folder, unless one is added).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from verl_masopd.retrieval import BM25Index, GuardedRetriever, RetrievalError, Retriever, SearchClient, check_reachable
+from verl_masopd.retrieval import GuardedRetriever, Retriever
 from verl_masopd.retrieval.cache import QueryCache
-from verl_masopd.retrieval.index import MANIFEST
 from verl_masopd.workflows.tools import Observation, Tool
 
 NO_QUERY = "no_query"
-
-
-def open_retriever(spec: str, timeout_s: float) -> Retriever:
-    """The retriever `spec` names (module doc); a ValueError naming it when it cannot serve."""
-    if not isinstance(spec, str) or not spec:
-        raise ValueError("workflow.options.retriever: give a retrieval server URL or a BM25 index folder")
-    if spec.startswith(("http://", "https://")):
-        try:
-            check_reachable(spec, timeout_s)
-        except RetrievalError as e:
-            raise ValueError(f"workflow.options.retriever: {e}") from None
-        return SearchClient(spec, timeout_s=timeout_s)
-    if not (Path(spec) / MANIFEST).is_file():
-        raise ValueError(
-            f"workflow.options.retriever: {spec} is neither an http(s) URL nor a retrieval index folder "
-            f"(build one with: python -m verl_masopd.retrieval index --corpus FILE --out {spec})"
-        )
-    return BM25Index(spec)
 
 
 class SearchTool(Tool):
