@@ -13,7 +13,8 @@ calls inside included), of which the searches' wall time (`rollout/tool_wall_sec
 teacher's scoring (Searchers only); and the step's update, one call for the shared policy, shown
 whole with each role's share of the trained response tokens. Wave cost: rollouts alone with k = 1..4
 Searchers per wave; the Searchers' turn seconds per wave (all episodes of a batch generate together)
-and per Searcher.
+and per Searcher. The Searchers' query cache of each measured step (`rollout/tool/search/cache_*`:
+queries asked, answered without a search of their own, and their ratio) is listed too.
 
     python benchmarks/search_step_split.py [--steps 3] [--wave-rounds 3] [--student DIR --teacher DIR]
 Writes benchmarks/results/search_step_split.json.
@@ -135,6 +136,10 @@ def step_split(data: Path, student: str, teacher: str, out: Path, steps: int) ->
         },
         "step_seconds": {k.split("/", 1)[1]: mean(k) for k in rows[0] if k.startswith("timing_s/")},
         "search_calls_per_step": mean("rollout/tool_calls"),
+        "search_cache_per_step": {
+            key: [r.get(f"rollout/tool/search/cache_{key}", 0.0) for r in rows]
+            for key in ("lookups", "hits", "hit_rate")
+        },
     }
 
 
