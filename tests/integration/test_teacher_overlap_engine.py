@@ -1,6 +1,6 @@
 """Teacher scoring as episodes finish on verl's engine (forward-only, CPU): the engine scores the
 finished episodes in a thread while a slow episode still generates, and its scores equal those of
-one pass over all episodes after the rollout."""
+one pass over all episodes after the rollout (within 1e-5)."""
 
 import sys
 from pathlib import Path
@@ -34,4 +34,8 @@ async def test_engine_scores_finished_episodes_while_the_slow_one_generates(shar
             assert s.teacher.log_probs == pytest.approx(t.teacher.log_probs, abs=1e-5)
             assert s.teacher.contrast[0] == pytest.approx(t.teacher.contrast[0], abs=1e-5)
     assert report.teacher.responses == stats.responses == 2 * (1 + 1 + 3)
-    assert report.teacher.computed_tokens == stats.computed_tokens
+    # a prefix is shared within a batch only: the batches of the overlap compute at least as many tokens
+    if share:
+        assert report.teacher.computed_tokens >= stats.computed_tokens
+    else:
+        assert report.teacher.computed_tokens == stats.computed_tokens == stats.teacher_tokens
