@@ -12,7 +12,7 @@ Measured inputs (this repository's JSON):
 
 Assumed (the `ASSUMED` table, each a flag): the paper's setting (128 problems × G 4, 8 agents in
 two role policies, horizon 4, κ 1, responses ≤ 4,096 tokens, a mean context of 2,048 tokens per
-reply), 8 GPUs for the students (vLLM colocated with training) and 2 for an 8B teacher on vLLM,
+reply), 8 GPUs for the students (vLLM colocated with training) and 8 for an 8B teacher on vLLM (its own node),
 decode step time t(b) = t0 + t1·b for b sequences in flight on one GPU (at most `slots`), prefill
 and training throughput from FLOPs (2P per token forward, 6P forward + backward) at an MFU.
 
@@ -27,8 +27,8 @@ step k runs with weights at most b updates old): the students' GPUs split, half 
 half training; rollout k starts when rollout k − 1 is done and update k − 1 − b is; update k when
 rollout k (with its teacher scores) and update k − 1 are; the mean step over `--steps` steps.
 
-    python benchmarks/async_projection.py [--steps 6] [--seed 0] [--cap 4096] [...ASSUMED flags]
-Writes benchmarks/results/async_projection.json.
+    python benchmarks/async_projection.py [--steps 4] [--seed 0] [--cap 4096] [...ASSUMED flags] [--name N]
+Writes benchmarks/results/async_projection.json (or <N>.json).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ ASSUMED = {
     "student_params": 1.7e9,
     "teacher_params": 8.0e9,
     "student_gpus": 8,
-    "teacher_gpus": 2,
+    "teacher_gpus": 8,
     "slots": 256,
     "t0_ms": 12.0,
     "t1_ms": 0.06,
@@ -228,8 +228,9 @@ def pipelined(split: list[tuple[float, float]], bound: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6, help="simulated steps (each its own draw of episodes)")
+    parser.add_argument("--steps", type=int, default=4, help="simulated steps (each its own draw of episodes)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", default="async_projection", help="results file name")
     for key, value in ASSUMED.items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
     args = parser.parse_args()
@@ -247,7 +248,7 @@ def main() -> None:
         "steps": args.steps,
         "modes": project(assumed, m, args.steps, args.seed),
     }
-    save_result("async_projection", report)
+    save_result(args.name, report)
 
 
 if __name__ == "__main__":
