@@ -37,6 +37,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("VERL_PLATFORM", "cpu")
@@ -90,10 +91,12 @@ def timed_forward(backend: HFBackend, busy: Busy) -> None:
 
 
 class ScriptedServer:
-    """A continuous-batching stand-in: each request answered after `tokens × step_s` seconds."""
+    """A continuous-batching stand-in: each request answered after `tokens × step_s` seconds, its
+    length `draw(rng)` (rounded, clipped to [1, max_new_tokens]) from a generator seeded by the
+    request's context and its count."""
 
-    def __init__(self, eos_id: int, token_id: int, mu: float, sigma: float, step_s: float, busy: Busy):
-        self.eos_id, self.token_id, self.mu, self.sigma, self.step_s = eos_id, token_id, mu, sigma, step_s
+    def __init__(self, eos_id: int, token_id: int, draw: Callable[[random.Random], float], step_s: float, busy: Busy):
+        self.eos_id, self.token_id, self.draw, self.step_s = eos_id, token_id, draw, step_s
         self.busy = busy
         self.in_flight, self.start, self.since, self.area = 0, 0.0, 0.0, 0.0
         self.seen: dict[bytes, int] = {}
@@ -105,7 +108,7 @@ class ScriptedServer:
         key = hashlib.sha256(str(prompt).encode()).digest()
         self.seen[key] = self.seen.get(key, 0) + 1  # the k-th request of one context draws the k-th length
         rng = random.Random(key + bytes([self.seen[key]]))
-        n = min(sampling.max_new_tokens, max(1, round(math.exp(rng.gauss(self.mu, self.sigma)))))
+        n = min(sampling.max_new_tokens, max(1, round(self.draw(rng))))
         self._count(+1)
         await asyncio.sleep(n * self.step_s)
         self._count(-1)
@@ -201,7 +204,10 @@ def world_idle(world: str, folder: Path, n: int, group: int, step_s: float) -> d
     logs = [math.log(n) for n in lengths]
     mu, sigma = statistics.fmean(logs), statistics.pstdev(logs)
     token = tokenizer.encode(" a", add_special_tokens=False)[0]
-    servers = {p: ScriptedServer(tokenizer.eos_token_id, token, mu, sigma, step_s, busy[p]) for p in run.policies}
+    servers = {
+        p: ScriptedServer(tokenizer.eos_token_id, token, lambda rng: math.exp(rng.gauss(mu, sigma)), step_s, busy[p])
+        for p in run.policies
+    }
     scripted = {}
     for mode, barrier in MODES:
         for s in servers.values():

@@ -55,6 +55,15 @@ class Attributions:
     def incomplete(self) -> int:
         return sum(not a.complete for a in self.by_turn.values())
 
+    def merge(self, other: Attributions) -> Attributions:
+        """The attributions of two sets of episodes attributed apart, with their counts added."""
+        return Attributions(
+            {**self.by_turn, **other.by_turn},
+            self.model_calls + other.model_calls,
+            self.fallbacks + other.fallbacks,
+            self.overrides + other.overrides,
+        )
+
     def previous(self, episode_id: str, turn: int) -> Attribution | None:
         """a^{turn−1}, the attribution that conditions the teacher context of `turn`."""
         return self.by_turn.get((episode_id, turn - 1))

@@ -13,7 +13,9 @@ row: their common context prefix once, then each context's remainder and the res
 branch that attends to the prefix, many rows per packed forward (`teacher.prefix_scoring`; needs
 the sdpa_packed attention the engine runs on CPU, not flash-attention). benchmarks/teacher_cost.py
 measures it against the packed pass.
-`computed_tokens` counts the tokens the last `score` ran through the model.
+`computed_tokens` counts the tokens the last `score` ran through the model. The engine's calls run
+in a thread, so the event loop goes on serving the rollout while the teacher computes (scoring as
+episodes finish, `teacher/overlap.py`).
 
 `score_topk` (the top-k distillation modes) runs the packed forward of `teacher.prefix_scoring`
 whether or not prefixes are shared (each request its own row without `share_prefix`): it reads
@@ -26,6 +28,7 @@ its adapter off, so the teacher is the policy's base model and needs no second c
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -86,9 +89,9 @@ class EngineTeacherScorer:
             self.computed_tokens = 0
             return []
         if self.shares_prefixes:
-            scores, self.computed_tokens = self.engine.score_shared_prefix(requests)
+            scores, self.computed_tokens = await asyncio.to_thread(self.engine.score_shared_prefix, requests)
             return scores
-        log_probs = self.engine.infer_batch(scoring_batch(requests, self.pad_id))
+        log_probs = await asyncio.to_thread(self.engine.infer_batch, scoring_batch(requests, self.pad_id))
         self.computed_tokens = sum(len(r.context_ids) + len(r.response_ids) for r in requests)
         return [log_probs[b, : len(r.response_ids)].tolist() for b, r in enumerate(requests)]
 
@@ -96,5 +99,7 @@ class EngineTeacherScorer:
         if not requests:
             self.computed_tokens = 0
             return []
-        scores, self.computed_tokens = self.engine.score_shared_prefix(requests, topk=k, share=self.shares_prefixes)
+        scores, self.computed_tokens = await asyncio.to_thread(
+            self.engine.score_shared_prefix, requests, topk=k, share=self.shares_prefixes
+        )
         return scores

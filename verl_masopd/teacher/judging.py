@@ -61,6 +61,18 @@ class JudgeStats:
     truncations: int = 0
     judge_tokens: int = 0
 
+    def merge(self, other: JudgeStats) -> JudgeStats:
+        """The stats of two batches judged apart, as one batch's."""
+        scores = {
+            role: self.scores.get(role, []) + other.scores.get(role, []) for role in (*self.scores, *other.scores)
+        }
+        return JudgeStats(
+            self.judged + other.judged,
+            scores,
+            self.truncations + other.truncations,
+            self.judge_tokens + other.judge_tokens,
+        )
+
     def metrics(self) -> dict[str, float]:
         out = {
             "judge/judged": float(self.judged),

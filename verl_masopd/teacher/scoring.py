@@ -121,6 +121,18 @@ class ScoringStats:
     weights: dict[str, list[float]] = field(default_factory=dict)
     references: int | None = None
 
+    def merge(self, other: ScoringStats) -> ScoringStats:
+        """The stats of two batches scored apart, as one batch's: counts add, weights concatenate."""
+        counts = ("responses", "teacher_tokens", "shared_prefix_tokens", "computed_tokens", "truncations")
+        out = ScoringStats(passes=self.passes or other.passes)
+        for name in (*counts, "truncated_tokens"):
+            setattr(out, name, getattr(self, name) + getattr(other, name))
+        for name in (*self.weights, *other.weights):
+            out.weights[name] = self.weights.get(name, []) + other.weights.get(name, [])
+        if self.references is not None or other.references is not None:
+            out.references = (self.references or 0) + (other.references or 0)
+        return out
+
 
 class TeacherScoring:
     """Scores the step's records (see the module docstring); `scorer` is one scorer, or one per

@@ -63,6 +63,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import AdapterOff, EngineTeacherScorer
 from verl_masopd.teacher.judging import JudgeScoring
 from verl_masopd.teacher.metrics import step_metrics
+from verl_masopd.teacher.overlap import Scored, ScoringAsDone
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.teacher.teachers import POLICY, Teacher, Teachers, check_teachers, self_teachers
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
@@ -380,21 +381,26 @@ class Trainer:
         metrics: dict[str, float] = {}
         problems = self.stream.next_batch()
         self.manager.begin_step()
-        with _timed(timings, "rollout"):
-            groups = asyncio.run(self._rollouts(problems))
+        if self._scores_as_done():
+            groups, scored = asyncio.run(self._rollouts_scored(problems, timings))
+        else:
+            with _timed(timings, "rollout"):
+                groups = asyncio.run(self._rollouts(problems))
+            scored = Scored()
         results = episodes_of(groups)
-        teacher_stats = None
-        if self.teacher is not None:
+        if self.teacher is not None and scored.teacher is None:
             with _timed(timings, "teacher"):
-                teacher_stats, attributions = asyncio.run(self._teacher_scores(results))
-        if self.judge is not None:
+                scored.teacher, scored.attributions = asyncio.run(self._teacher_scores(results))
+        if self.judge is not None and scored.judge is None:
             with _timed(timings, "judge"):
-                metrics.update(asyncio.run(self.judge.score(results)).metrics())
+                scored.judge = asyncio.run(self.judge.score(results))
+        if scored.judge is not None:
+            metrics.update(scored.judge.metrics())
         batch = to_dataproto(
             groups, None, self.run.data.max_prompt_length, self.run.data.max_response_length, self.pad_id
         )
-        if teacher_stats is not None:
-            metrics.update(step_metrics(batch, teacher_stats, attributions))
+        if scored.teacher is not None:
+            metrics.update(step_metrics(batch, scored.teacher, scored.attributions))
         rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
         metrics.update(self._rollout_metrics(results, batch))
         with _timed(timings, "log_prob"):
@@ -479,10 +485,44 @@ class Trainer:
         self.step = state.step
         logger.info("resumed from %s at step %d", path, self.step)
 
-    async def _rollouts(self, problems) -> list[RolloutGroup]:
+    async def _rollouts(self, problems, on_episode_done=None) -> list[RolloutGroup]:
         if self.run.rollout.tree_sampling:
             return await TreeSampler(self.manager, self.run.rollout.group_size).run(problems)
-        return await self.manager.run(problems, group_size=self.run.rollout.group_size)
+        return await self.manager.run(problems, group_size=self.run.rollout.group_size, on_episode_done=on_episode_done)
+
+    def _scores_as_done(self) -> bool:
+        """Whether the teacher and the judge score episodes as they finish (teacher/overlap.py): without
+        the turn barrier, where they score, unless they run on a policy's training engine (lora_base, a
+        live teacher, a frozen one that is a LoRA policy's base model), which a hybrid vLLM rollout
+        shares its GPU with."""
+        scores = self.teacher is not None or self.judge is not None
+        source = self.run.teacher.source
+        on_policy_engine = (
+            self.run.teacher.backend == LORA_BASE
+            or source == LIVE
+            or (source == FROZEN and any(t.model_path not in self._frozen_copies() for t in self.teacher_models))
+        )
+        return scores and not self.run.rollout.turn_barrier and not on_policy_engine
+
+    async def _rollouts_scored(self, problems, timings: dict[str, float]) -> tuple[list[RolloutGroup], Scored]:
+        """The rollout with its episodes scored as they finish; timings: the rollout, the wait for the
+        scoring left after it (scoring_left) and the scoring's own seconds (scoring_busy)."""
+        scoring = ScoringAsDone(self._score)
+        with _timed(timings, "rollout"):
+            groups = await self._rollouts(problems, scoring.add)
+        with _timed(timings, "scoring_left"):
+            scored = await scoring.drain(episodes_of(groups))
+        timings["scoring_busy"] = scoring.busy_s
+        return groups, scored
+
+    async def _score(self, results) -> Scored:
+        """The teacher's scores (with their attributions) and the judge's of `results`."""
+        scored = Scored()
+        if self.teacher is not None:
+            scored.teacher, scored.attributions = await self._teacher_scores(results)
+        if self.judge is not None:
+            scored.judge = await self.judge.score(results)
+        return scored
 
     async def _teacher_scores(self, results) -> tuple[ScoringStats, Attributions | None]:
         episodes = {r.episode_id: r.episode for r in results}
