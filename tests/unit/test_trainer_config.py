@@ -186,6 +186,10 @@ def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, ti
     assert run.rollout.turn_barrier is True
     assert validate_config(with_values(cpu_cfg, rollout__turn_barrier=False)).rollout.turn_barrier is False
     assert "rollout.turn_barrier" in error_of(with_values(cpu_cfg, rollout__turn_barrier="sometimes"))
+    assert run.rollout.max_off_policy == 0
+    assert run.rollout_correction.rollout_is == "token" and run.rollout_correction.rollout_rs == "token_k1"
+    on_vllm = with_values(cpu_cfg, actor_rollout_ref__rollout__name="vllm", rollout__max_off_policy=1)
+    assert "rollout.max_off_policy: the rollout beside the update runs on the hf generation path" in error_of(on_vllm)
     assert run.train_files == (train_file,) and run.val_files == ()
     assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
     assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
@@ -236,6 +240,7 @@ def test_unknown_keys_on_the_command_line_are_refused_by_hydra(tiny_model_path):
         ("workflow.options", {"timeout": 1.0}, "workflow.options.timeout: use workflow.exec_timeout_s"),
         ("pac.attribution", "oracle", "pac.attribution"),
         ("rollout.group_size", 0, "rollout.group_size"),
+        ("rollout.max_off_policy", -1, "rollout.max_off_policy: must be >= 0"),
         ("teacher.max_context_length", 1, "teacher.max_context_length"),
         ("teacher.backend", "sglang", "teacher.backend: must be one of ('engine', 'vllm', 'lora_base'), got 'sglang'"),
         ("algorithm.adv_estimator", "ppo2", "algorithm.adv_estimator"),

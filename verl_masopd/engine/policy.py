@@ -1,7 +1,8 @@
 """One trainable policy: its verl engine (update, log-probs, checkpoints) and its generation backend.
 
 The engine is verl's `TrainingWorker` (FSDP2) through `engine/policy_engine.py`; the generation backend
-serves the rollout manager and receives the engine's weights after every update (`sync`).
+serves the rollout manager and receives the engine's weights after every update (`sync`), with
+their version: the policy's own counter (`version`), which its samples record (trainer/staleness.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Policy:
         self.backend = backend
         self.loss_fn = loss_fn
         self.num_mini_batches = num_mini_batches
+        self.version = 0  # the version of the weights the backend holds
 
     def update(self, batch: DataProto) -> dict[str, float]:
         """One optimizer step per mini-batch: the rows are split into `num_mini_batches` contiguous
@@ -48,8 +50,9 @@ class Policy:
         return {f"{self.name}/{key}": float(np.mean(values)) for key, values in metrics.items() if _numeric(values)}
 
     def sync(self, version: int) -> None:
-        """Push the engine's current weights to the generation backend."""
+        """Push the engine's current weights to the generation backend as `version`."""
         self.backend.update_weights(self.engine.hf_state_dict(), version)
+        self.version = version
 
     def save(self, folder: Path, step: int) -> None:
         self.engine.save_checkpoint(folder, step)
@@ -66,6 +69,7 @@ class ServedPolicy(Policy):
 
     def sync(self, version: int) -> None:
         self.backend.update_weights({}, version)
+        self.version = version
 
 
 def _numeric(values: list) -> bool:

@@ -411,8 +411,9 @@ class PolicyEngine:
         """One pass of `epochs` x (B / mini_batch_size) optimizer steps with `loss_fn` (see `policy_loss`).
 
         The batch carries advantages [B, R] and old_log_probs [B, R]; without old_log_probs the
-        sampling log-probs (rollout_log_probs) stand in; ref_log_prob [B, R] is passed on when
-        present (KL to a reference policy). Token entropies are computed when `loss_fn.needs_entropy`
+        sampling log-probs (rollout_log_probs) stand in; ref_log_prob [B, R] (KL to a reference policy)
+        and rollout_is_weights [B, R] (the rollout correction of stale rows, trainer/staleness.py)
+        are passed on when present. Token entropies are computed when `loss_fn.needs_entropy`
         (trainer/actor_loss.py). A loss with `engine_tensors` (trainer/distillation_loss.py) adds
         its inputs to the batch, and one that `uses_topk` gets verl's top-k logits pass. Returns
         verl's metrics (loss, grad_norm, lr, the loss function's own). mini_batch_size defaults to
@@ -423,7 +424,8 @@ class PolicyEngine:
         if "old_log_probs" not in batch.batch.keys() and "rollout_log_probs" in batch.batch.keys():
             batch = DataProto(batch=batch.batch.clone(), meta_info=dict(batch.meta_info))
             batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
-        extra = ("old_log_probs", "advantages") + (("ref_log_prob",) if "ref_log_prob" in batch.batch.keys() else ())
+        optional = ("ref_log_prob", "rollout_is_weights")
+        extra = ("old_log_probs", "advantages") + tuple(k for k in optional if k in batch.batch.keys())
         engine_tensors = loss_fn.engine_tensors(batch) if hasattr(loss_fn, "engine_tensors") else {}
         if engine_tensors:
             batch = DataProto(batch=batch.batch.copy(), meta_info=dict(batch.meta_info))

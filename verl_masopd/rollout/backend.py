@@ -40,11 +40,14 @@ def request_seed(*parts) -> int:
 
 @dataclass
 class Generation:
-    """One sampled response: `finish_reason` is "stop" (eos generated) or "length"."""
+    """One sampled response: `finish_reason` is "stop" (eos generated) or "length"; `version`: the
+    policy's weight version when the request was sent (the rollout manager stamps it), never newer
+    than the weights that sampled any of its tokens."""
 
     token_ids: list[int]
     log_probs: list[float]
     finish_reason: str
+    version: int = 0
 
 
 class GenerationBackend(Protocol):

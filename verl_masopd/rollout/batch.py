@@ -10,7 +10,8 @@ response_mask is 1 on the tokens the policy generated and 0 on tool observations
 teacher scored the samples (`Sample.teacher`), teacher_log_probs [B, R] and, with κ ≥ 1
 contrasting roles, teacher_contrast_log_probs [B, κ, R] hold its scores (0 where it has none).
 Where a judge scored the samples (`Sample.judge`), judge_score [B] holds the scores (0 where
-there is none) and the column "judged" says which rows have one.
+there is none) and the column "judged" says which rows have one. The column "policy_version" is
+the weight version of its policy that sampled each row (`Sample.version`).
 
 Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
 history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
@@ -108,6 +109,7 @@ def to_dataproto(
             "role": column([s.role for _, s in rows]),
             "agent_index": column([s.agent_index for _, s in rows]),
             "policy": column([s.policy for _, s in rows]),
+            "policy_version": column([s.version for _, s in rows]),
             "num_turns": column([len(r.episode.turns) for r, _ in rows]),
             "is_last_turn": column([s.turn == len(r.episode.turns) - 1 for r, s in rows]),
             "teacher_scored": column([s.teacher is not None for _, s in rows]),

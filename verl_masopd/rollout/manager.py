@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from verl_masopd.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams, request_seed
@@ -80,6 +80,7 @@ class Draw:
             generated=list(r.generated),
             context_cut=self.cut,
             tool_calls=list(r.tool_calls),
+            version=r.version,
         )
 
 
@@ -128,8 +129,9 @@ class RolloutManager:
     """Plays `workflow` with one `GenerationBackend` per policy (`backends[policy_name]`).
 
     `policy_sharing` maps agents to policies (rollout/policies.py); `tokenizer` encodes every
-    context with `encode_messages` and decodes responses; `turn_barrier`: the mode (above). Use as
-    a context manager, or `close()`.
+    context with `encode_messages` and decodes responses; `turn_barrier`: the mode (above);
+    `weight_version(policy)`: the version of the weights the policy's backend holds, stamped on its
+    generations (`Generation.version`). Use as a context manager, or `close()`.
     """
 
     def __init__(
@@ -146,6 +148,7 @@ class RolloutManager:
         max_prompt_len: int | None = None,
         context_layout: str = "role_first",
         turn_barrier: bool = True,
+        weight_version: Callable[[str], int] = lambda policy: 0,
     ):
         needed = policies_of(workflow.agents, policy_sharing)
         missing = [p for p in needed if p not in backends]
@@ -165,6 +168,7 @@ class RolloutManager:
         self.generation_timeout_s = generation_timeout_s
         self.max_prompt_len = max_prompt_len
         self.turn_barrier = turn_barrier
+        self.weight_version = weight_version
         self.contexts = ContextEncoder(workflow, tokenizer, context_layout)
         self.metrics = RolloutMetrics()
         self._pool = ThreadPoolExecutor(max_workers=step_threads, thread_name_prefix="workflow-step")
@@ -370,6 +374,7 @@ class RolloutManager:
     ) -> list[Generation]:
         """Bounded retries of the prompts still without a well-formed generation, then "failed"."""
         backend = self.backends[policy]
+        version = self.weight_version(policy)  # read before the call: never newer than the weights it runs on
         results: list[Generation | None] = [None] * len(prompts)
         pending = list(range(len(prompts)))
         for attempt in range(1 + self.max_retries):
@@ -393,7 +398,7 @@ class RolloutManager:
             for i, gen in zip(pending, gens, strict=True):
                 reason = _malformed(gen)
                 if reason is None:
-                    results[i] = gen
+                    results[i] = replace(gen, version=version)
                 else:
                     self.metrics.failure_reasons[reason] += 1
                     still.append(i)
@@ -401,7 +406,7 @@ class RolloutManager:
             if not pending:
                 break
         for i in pending:
-            results[i] = Generation([], [], FAILED)
+            results[i] = Generation([], [], FAILED, version)
             self.metrics.failed_generations += 1
         return results  # type: ignore[return-value]
 

@@ -56,7 +56,8 @@ class Sample:
     `finish_reason`: "stop" (eos), "length" (max new tokens) or "failed" (empty response after
     the bounded retries). `context_cut`: the truncation rule's cut of u (verl_masopd.context);
     `tool_calls`: the calls inside the response; `teacher`: the teacher's scores, once scored;
-    `judge`: the judge's 0–1 score of the reply, once judged (teacher/judging.py).
+    `judge`: the judge's 0–1 score of the reply, once judged (teacher/judging.py); `version`: the
+    weight version of its policy that sampled it (the oldest, when an update landed mid-response).
     """
 
     episode_id: str
@@ -75,6 +76,7 @@ class Sample:
     tool_calls: list[ToolUse] = field(default_factory=list)
     teacher: TeacherScores | None = None
     judge: float | None = None
+    version: int = 0
 
     def __post_init__(self):
         if not self.generated:

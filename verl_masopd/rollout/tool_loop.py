@@ -54,6 +54,7 @@ class Response:
     generated: list[int] = field(default_factory=list)
     tool_calls: list[ToolUse] = field(default_factory=list)
     cut_tokens: int = 0
+    version: int = 0  # the oldest weight version of its segments (Generation.version)
 
 
 @dataclass
@@ -173,7 +174,8 @@ class ToolLoop:
             response.finish_reason = LENGTH
             return response
         if response is None:
-            response = Response([], [], gen.finish_reason)
+            response = Response([], [], gen.finish_reason, version=gen.version)
+        response.version = min(response.version, gen.version)
         response.token_ids += segment.token_ids
         response.log_probs += segment.log_probs
         response.generated += segment.generated

@@ -31,6 +31,7 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 from verl.trainer.config import AlgoConfig
+from verl.trainer.config.algorithm import RolloutCorrectionConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
 
@@ -114,9 +115,11 @@ class RolloutSection:
     group_size: int
     tree_sampling: bool
     turn_barrier: bool
+    max_off_policy: int
 
     def __post_init__(self):
         _at_least("rollout.group_size", self.group_size, 1)
+        _at_least("rollout.max_off_policy", self.max_off_policy, 0)
         require(
             not self.tree_sampling or self.group_size >= 2,
             "rollout.group_size",
@@ -266,6 +269,8 @@ class RunConfig:
     built_workflow: Workflow  # the workflow `workflow` describes, built once by the validation
     loras: dict[str, Lora | None] = field(default_factory=dict)  # each policy's adapter (trainer/lora.py)
     teachers: Teachers = field(default_factory=lambda: Teachers(()))  # teacher/teachers.py
+    # verl's algorithm.rollout_correction: the correction of stale rows (trainer/staleness.py)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
     def policy_path(self, policy: str) -> str:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
@@ -322,7 +327,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         estimator = validate_estimator_config(cfg)
     except (ValueError, OmegaConfBaseException) as e:
         raise ConfigError(str(e)) from None
-    verl_algo_config(cfg)
+    correction = verl_algo_config(cfg).rollout_correction
 
     workflow = _read_section(cfg, "workflow", WorkflowSection)
     rollout = _read_section(cfg, "rollout", RolloutSection)
@@ -362,6 +367,12 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     loras = policy_loras(cfg, {p: students.policy_paths.get(p, students.path) for p in policies})
     if cfg.actor_rollout_ref.rollout.name == "vllm":
         _check_vllm_loras(loras)
+        require(
+            rollout.max_off_policy == 0,
+            "rollout.max_off_policy",
+            "the rollout beside the update runs on the hf generation path; "
+            "use 0 with actor_rollout_ref.rollout.name=vllm",
+        )
     _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})
     _check_frozen_loras(teacher, loras)
     train_files = _data_files(cfg, "data.train_files", required=True)
@@ -388,6 +399,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         built_workflow=built_workflow,
         loras=loras,
         teachers=teachers,
+        rollout_correction=correction,
     )
 
 

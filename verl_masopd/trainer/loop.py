@@ -17,6 +17,10 @@ One step (docs/design.md, "One training step"):
                  advantage diagnostics (algos/diagnostics.py); neither reaches the loss
   6. update      one verl engine update per policy on its own rows (and the critic head)
   7. sync        each policy's new weights pushed to its generation backend
+With rollout.max_off_policy = k >= 1 the rollouts of the coming steps play in a background thread
+while the trainer goes through 2-7 (trainer/background_rollout.py), each policy synced as soon as
+its own update ends; before the update the rows are bounded and corrected per policy
+(trainer/staleness.py).
 Validation every `trainer.test_freq` steps with the evaluation sampling; atomic checkpoints every
 `trainer.save_freq` steps; `trainer.resume_mode=auto` continues from the newest checkpoint.
 """
@@ -67,6 +71,7 @@ from verl_masopd.teacher.overlap import Scored, ScoringAsDone
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.teacher.teachers import POLICY, Teacher, Teachers, check_teachers, self_teachers
 from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
+from verl_masopd.trainer.background_rollout import BackgroundRollout, Rollout
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
     config_hash,
@@ -87,6 +92,7 @@ from verl_masopd.trainer.config import (
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.distillation_loss import DistillationActorLoss
 from verl_masopd.trainer.placement import EnginePlacement
+from verl_masopd.trainer.staleness import Staleness
 from verl_masopd.trainer.tracking import open_tracking
 
 logger = logging.getLogger(__name__)
@@ -183,6 +189,7 @@ class Trainer:
             max_prompt_len=self.run.data.max_prompt_length,
             context_layout=self.run.workflow.context_layout,
             turn_barrier=self.run.rollout.turn_barrier,
+            weight_version=self._weight_version,
         )
         self.manager = RolloutManager(
             self.workflow, backends, self.tokenizer, sampling=self.run.train_sampling, **common
@@ -192,6 +199,10 @@ class Trainer:
         )
         self.checkpoint_root = Path(self.run.trainer.default_local_dir).expanduser()
         self.step = 0
+        bound = self.run.rollout.max_off_policy
+        self.staleness = Staleness(bound, self.run.rollout_correction) if bound else None
+        self.background: BackgroundRollout | None = None  # started by the first step that needs it
+        self.data_position = self.stream.state_dict()  # after the problems of the last rollout trained
 
     def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
@@ -379,14 +390,14 @@ class Trainer:
         """One step of the module docstring; returns its metrics (timings under timing_s/)."""
         timings: dict[str, float] = {}
         metrics: dict[str, float] = {}
-        problems = self.stream.next_batch()
-        self.manager.begin_step()
-        if self._scores_as_done():
-            groups, scored = asyncio.run(self._rollouts_scored(problems, timings))
+        if self.staleness is None and self._scores_as_done():
+            rollout, scored = self._play_scored(timings)
         else:
             with _timed(timings, "rollout"):
-                groups = asyncio.run(self._rollouts(problems))
+                rollout = self._next_rollout()
             scored = Scored()
+        groups = rollout.groups
+        self.data_position = rollout.position
         results = episodes_of(groups)
         if self.teacher is not None and scored.teacher is None:
             with _timed(timings, "teacher"):
@@ -403,6 +414,7 @@ class Trainer:
             metrics.update(step_metrics(batch, scored.teacher, scored.attributions))
         rows = {name: np.flatnonzero(batch.non_tensor_batch["policy"] == name) for name in self.policies}
         metrics.update(self._rollout_metrics(results, batch))
+        metrics.update(rollout.metrics)
         with _timed(timings, "log_prob"):
             old = torch.zeros_like(batch.batch["rollout_log_probs"])
             entropy = torch.zeros_like(old)
@@ -426,17 +438,26 @@ class Trainer:
         with _timed(timings, "advantage"):
             batch = compute_advantages(batch, self.estimator, groups, self.workflow)
             metrics.update(batch.meta_info["advantage_metrics"])
+        if self.staleness is not None:
+            metrics.update(self.staleness.apply(batch, {name: p.version for name, p in self.policies.items()}))
         with _timed(timings, "update"):
             for name, policy in self.policies.items():
                 if len(rows[name]):
                     metrics.update(policy.update(batch.select_idxs(rows[name])))
+                if self.background is not None:
+                    # its backend generates with the new weights while the other policies update
+                    with _timed(timings, "weight_sync"):
+                        policy.sync(self.step + 1)
             if self.critic is not None:
                 returns, old_values = batch.batch["returns"][:, 0], batch.batch["critic_values"]
                 metrics.update(self.critic.update(features, returns, old_values, self.num_mini_batches))
         self.step += 1
-        with _timed(timings, "weight_sync"):
-            for policy in self.policies.values():
-                policy.sync(self.step)
+        if self.background is not None:
+            self.background.synced(self.step)
+        else:
+            with _timed(timings, "weight_sync"):
+                for policy in self.policies.values():
+                    policy.sync(self.step)
         metrics.update({f"timing_s/{k}": v for k, v in timings.items()})
         return metrics
 
@@ -458,12 +479,14 @@ class Trainer:
         }
         if self.critic is not None:
             components["critic"] = lambda folder: torch.save(self.critic.state_dict(), folder / CRITIC_FILE)
-        state = TrainerState(step=self.step, data_position=self.stream.state_dict(), config_hash=config_hash(self.cfg))
+        state = TrainerState(step=self.step, data_position=self.data_position, config_hash=config_hash(self.cfg))
         return save_checkpoint(
             self.checkpoint_root, state, self.cfg, components, self.run.trainer.max_actor_ckpt_to_keep
         )
 
     def close(self) -> None:
+        if self.background is not None:
+            self.background.close()  # the rollouts in flight are dropped (docs/checkpoints.md)
         self.manager.close()
         self.val_manager.close()
         for servers in self.servers:
@@ -482,8 +505,39 @@ class Trainer:
             )
         state = load_checkpoint(path, components)
         self.stream.load_state_dict(state.data_position)
+        self.data_position = self.stream.state_dict()
         self.step = state.step
         logger.info("resumed from %s at step %d", path, self.step)
+
+    def _weight_version(self, policy: str) -> int:
+        return self.policies[policy].version
+
+    def _next_rollout(self) -> Rollout:
+        """This step's rollout: played now (max_off_policy 0), else taken from the background thread."""
+        if self.staleness is None:
+            return self._play()
+        if self.background is None:
+            self.background = BackgroundRollout(self._play, self.staleness.bound, self.step)
+        return self.background.take(self.step)
+
+    def _play(self) -> Rollout:
+        """The next batch of problems played with the backends' current weights."""
+        problems = self.stream.next_batch()
+        self.manager.begin_step()
+        groups = asyncio.run(self._rollouts(problems))
+        return Rollout(groups, self._manager_metrics(), self.stream.state_dict())
+
+    def _play_scored(self, timings: dict[str, float]) -> tuple[Rollout, Scored]:
+        """The next batch played now, its episodes scored as they finish (_rollouts_scored); only in
+        lockstep between rollout and update (max_off_policy 0)."""
+        problems = self.stream.next_batch()
+        self.manager.begin_step()
+        groups, scored = asyncio.run(self._rollouts_scored(problems, timings))
+        return Rollout(groups, self._manager_metrics(), self.stream.state_dict()), scored
+
+    def _manager_metrics(self) -> dict[str, float]:
+        metrics = {f"rollout/{k}": float(v) for k, v in self.manager.metrics.as_dict().items()}
+        return metrics | {f"rollout/{k}": float(v) for k, v in self.manager.tool_metrics().items()}
 
     async def _rollouts(self, problems, on_episode_done=None) -> list[RolloutGroup]:
         if self.run.rollout.tree_sampling:
@@ -545,8 +599,6 @@ class Trainer:
             "rollout/truncated_responses": float(batch.meta_info["truncated_responses"]),
             "rollout/failed_samples": float(batch.meta_info["failed_samples"]),
         }
-        out.update({f"rollout/{k}": float(v) for k, v in self.manager.metrics.as_dict().items()})
-        out.update({f"rollout/{k}": float(v) for k, v in self.manager.tool_metrics().items()})
         roles = batch.non_tensor_batch["role"]
         lengths = batch.batch["response_mask"].sum(-1).float()
         for role in sorted(set(roles)):
