@@ -6,8 +6,10 @@ and with LoRA; and each step's split (rollout, teacher, log-probs, update).
     VERL_PLATFORM=cpu python benchmarks/real_model_memory.py --model DIR [--cases hf-full,vllm-full] [--steps 2]
 
 Cases: `hf-full`, `hf-lora` (engines.placement=local, generation with the Hugging Face backend, one
-process) and `vllm-full`, `vllm-lora` (engines.placement=ray, actor_rollout_ref.rollout.name=vllm:
-each policy a verl worker plus its vLLM server, the teacher a worker of its own). Every case runs
+process) and `vllm-full`, `vllm-lora` (engines.placement=ray, actor_rollout_ref.rollout.name=vllm
+with vLLM's buffers bounded as docs/real-models.md says: each policy a verl worker plus its vLLM
+server, the teacher a worker of its own; with LoRA one multi-LoRA server and the teacher the base
+with the adapters off, teacher.backend=lora_base). Every case runs
 in a process of its own under `preset=small_cpu` with --problems problems a step, two episodes a
 problem, one turn and --response-tokens-token replies; a thread samples the resident memory (RSS)
 of that process and of every process below it (Ray's workers and vLLM's servers) every 0.25 s
@@ -36,6 +38,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from results_file import save_result  # noqa: E402
 
 GIB = 2**30
+# vLLM's buffers bounded to what a step sends (docs/real-models.md)
+VLLM_SETTINGS = (
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.max_model_len=1280",
+    "actor_rollout_ref.rollout.max_num_seqs=16",
+    "actor_rollout_ref.rollout.max_num_batched_tokens=2048",
+)
 CASES = {
     "hf-full": ("engines.placement=local",),
     "hf-lora": (
@@ -43,12 +52,13 @@ CASES = {
         "actor_rollout_ref.model.lora_rank=8",
         "actor_rollout_ref.model.lora_alpha=16",
     ),
-    "vllm-full": ("engines.placement=ray", "actor_rollout_ref.rollout.name=vllm"),
+    "vllm-full": ("engines.placement=ray", *VLLM_SETTINGS),
     "vllm-lora": (
         "engines.placement=ray",
-        "actor_rollout_ref.rollout.name=vllm",
+        *VLLM_SETTINGS,
         "actor_rollout_ref.model.lora_rank=8",
         "actor_rollout_ref.model.lora_alpha=16",
+        "teacher.backend=lora_base",
     ),
 }
 SPLIT = ("rollout", "teacher", "log_prob", "update", "weight_sync")
