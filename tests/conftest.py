@@ -48,6 +48,14 @@ def smollm2_path() -> str:
     return str(folder)
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that uses SmolLM2 (`smollm2_path`, directly or through another fixture) is marked
+    real_model: `-m real_model` runs them all, `-m "not real_model"` skips them."""
+    for item in items:
+        if "smollm2_path" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_model)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_model_path):
     from transformers import AutoTokenizer

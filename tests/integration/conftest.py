@@ -134,7 +134,7 @@ def _answer(problem: Problem, role: str) -> str:
     return f"```input\n{case.input}```\n```output\n{case.output}```"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scripted_backends(builtin_data):
     """backend_factory for Trainer: ScriptedMixBackend over the built-in problems of `domain`."""
     from data_prep.schema import read_problems
