@@ -44,7 +44,9 @@ def test_gsm8k_release_file(tmp_path):
 
 
 def test_gsm8k_answers_lose_commas_and_annotations():
-    row = _to_row({"question": "How much?", "answer": "He pays 1000*2=<<1000*2=2000>>2000.\nThen 2,000-5=1,995\n#### 1,995"})
+    row = _to_row(
+        {"question": "How much?", "answer": "He pays 1000*2=<<1000*2=2000>>2000.\nThen 2,000-5=1,995\n#### 1,995"}
+    )
     assert row["reward_model"]["ground_truth"] == "1995"
     assert row["extra_info"]["reference_solution"] == "He pays 1000*2=2000.\nThen 2,000-5=1,995"
     assert row["extra_info"]["id"] == "7" and json.loads(row["extra_info"]["metadata"]) == {"steps": 2}
