@@ -1,6 +1,6 @@
 """The datasets `python -m data_prep DATASET` converts, by name."""
 
-from data_prep import aime, apps, codecontests, livecodebench, multihop_qa, olympiadbench, open_qa, polaris
+from data_prep import aime, apps, codecontests, gsm8k, livecodebench, multihop_qa, olympiadbench, open_qa, polaris
 
 SOURCES = {
     source.name: source
@@ -12,6 +12,7 @@ SOURCES = {
         aime.AIME25,
         olympiadbench.SOURCE,
         polaris.SOURCE,
+        gsm8k.SOURCE,
         open_qa.NQ,
         open_qa.TRIVIAQA,
         open_qa.POPQA,

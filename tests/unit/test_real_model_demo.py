@@ -1,0 +1,102 @@
+"""recipes/real_model_demo.sh and benchmarks/real_model_learning.py name what exists: the demo's
+commands (scripts, `python -m` modules, Hydra keys and presets, as test_readme_commands checks the
+docs), and the training configurations both build pass the trainer's own start-up validation."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from data_prep.records import Record
+from data_prep.sources import SOURCES
+from data_prep.writer import write_rows
+from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import validate_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_readme_commands import problems, shell_commands  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "recipes" / "real_model_demo.sh"
+SETTINGS = ROOT / "benchmarks" / "results" / "real_model_learning" / "settings.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import real_model_learning  # noqa: E402
+
+
+@pytest.fixture
+def train_file(tmp_path) -> str:
+    """A training file of two converted GSM8K rows."""
+    rows = [
+        SOURCES["gsm8k"].to_row(
+            Record({"question": f"What is {n} + {n}?", "answer": f"{n}+{n}={2 * n}\n#### {2 * n}"}, n, "row"), "train"
+        )
+        for n in (1, 2)
+    ]
+    write_rows(rows, tmp_path / "train.parquet")
+    return str(tmp_path / "train.parquet")
+
+
+def demo_commands() -> list[str]:
+    return shell_commands(f"```bash\n{DEMO.read_text()}\n```\n")
+
+
+def test_the_demo_names_existing_scripts_modules_and_keys():
+    cfg = compose_config(["students.path=/models/student", "data.train_files=[/data/train.parquet]"])
+    found = problems(f"```bash\n{DEMO.read_text()}\n```\n", cfg)
+    assert [p for p in found if not p.endswith("no key hydra.run.dir in the training config")] == []  # Hydra's own
+    modules = {w for c in demo_commands() for w in re.findall(r"-m ([\w.]+)", c)}
+    assert modules == {"verl_masopd.models", "data_prep", "verl_masopd.eval", "verl_masopd.train",
+                       "verl_masopd.tiny_world.report"}  # fmt: skip
+
+
+def test_the_demo_training_run_passes_start_up_validation(tmp_path, tiny_model_path, train_file):
+    [command] = [c for c in demo_commands() if "-m verl_masopd.train" in c]
+    values = {
+        "$model": tiny_model_path,
+        "$run/train.parquet": train_file,
+        "$run": str(tmp_path),
+        "$horizon": "2",
+        "$max_new_tokens": "192",
+        "${DEMO_STEPS:-8}": "8",
+    }
+    words = shlex.split(command)
+    overrides = [w for w in words[words.index("verl_masopd.train") + 1 :] if "=" in w]
+    for name, value in values.items():
+        overrides = [o.replace(name, value) for o in overrides]
+    assert not [o for o in overrides if "$" in o]
+    cfg = compose_config(overrides)
+    run = validate_config(cfg)
+    assert (cfg.teacher.source, cfg.teacher.privileged, cfg.actor_rollout_ref.model.lora_rank) == (
+        "frozen",
+        "reference",
+        16,
+    )
+    assert run is not None and cfg.algorithm.adv_estimator == "masopd"
+
+
+TRAINED = [name for name, method in json.loads(SETTINGS.read_text())["methods"].items() if method["train"]]
+
+
+def test_the_comparison_has_the_four_arms():
+    assert list(json.loads(SETTINGS.read_text())["methods"]) == ["prompt_only", "mas_grpo", "opd_self", "masopd_self"]
+    assert TRAINED == ["mas_grpo", "opd_self", "masopd_self"]
+
+
+@pytest.mark.parametrize("method", TRAINED)
+def test_every_trained_method_of_the_comparison_passes_start_up_validation(
+    method, tmp_path, monkeypatch, tiny_model_path, train_file
+):
+    settings = json.loads(SETTINGS.read_text())
+    commands = []
+    monkeypatch.setattr(real_model_learning, "run", lambda command, log, env=None: commands.append(command))
+    real_model_learning.train(settings["methods"][method], 0, tmp_path, tiny_model_path, train_file, settings)
+    [command] = commands
+    cfg = compose_config(command[3:])
+    validate_config(cfg)
+    assert cfg.trainer.total_training_steps == settings["training"]["steps"]
+    assert cfg.actor_rollout_ref.model.lora_rank == settings["training"]["lora_rank"]
