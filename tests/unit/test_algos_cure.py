@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages, cure
+from verl_masopd.algos import compute_advantages, cure, read_estimator
 from verl_masopd.algos.cure import ExecutionMatrix, coder_rewards, normalise
 
 # rows: programs of e0, e1 ; columns: 2 golden tests, then the tests of e0, e1
@@ -78,7 +77,7 @@ def test_compute_advantages_normalises_groups_separately_and_drops_empty_ones():
         ["coder", "coder", "tester", "tester", "coder", "coder", "tester"],
         matrices,
     )
-    config = OmegaConf.create({"algorithm": {"adv_estimator": "cure"}})
+    config = read_estimator({"adv_estimator": "cure"})
     out = compute_advantages(data, config)
     # p coder [1, 0.5] → [1, −1]; p tester [0, −1] → [1, −1]; e1's earlier-turn coder row → −1;
     # q coder [0.5, 0] → [1, −1]; q has no correct program → its tester row dropped
@@ -91,4 +90,4 @@ def test_compute_advantages_normalises_groups_separately_and_drops_empty_ones():
 def test_missing_matrix_is_named():
     data = cure_batch(["p"], ["e0"], ["coder"], {})
     with pytest.raises(ValueError, match="uid 'p'"):
-        compute_advantages(data, OmegaConf.create({"algorithm": {"adv_estimator": "cure"}}))
+        compute_advantages(data, read_estimator({"adv_estimator": "cure"}))

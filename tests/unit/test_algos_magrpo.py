@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages
+from verl_masopd.algos import compute_advantages, read_estimator
 
 
 def episodes_batch(rows):
@@ -30,7 +29,7 @@ def episodes_batch(rows):
 
 
 def magrpo(rows, **options):
-    config = OmegaConf.create({"algorithm": {"adv_estimator": "magrpo", "magrpo": options}})
+    config = read_estimator({"adv_estimator": "magrpo", "magrpo": options})
     out = compute_advantages(episodes_batch(rows), config)
     return out.batch["advantages"], out.batch["returns"]
 
