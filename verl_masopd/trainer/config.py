@@ -352,8 +352,12 @@ def composed_record(cfg: DictConfig) -> dict:
         missing = [key for key in _missing_keys(unresolved) if f"Missing mandatory value: {key}" in str(e)]
         raise ConfigError(f"{missing[0]}: a value is required" if missing else str(e).splitlines()[0]) from None
     except InterpolationResolutionError as e:
-        cause = e.__cause__ or e.__context__
-        message = str(cause) if cause is not None else str(e).splitlines()[0]
+        root = e
+        while (root.__cause__ or root.__context__) is not None:
+            root = root.__cause__ or root.__context__
+        if not isinstance(root, OmegaConfBaseException):  # a resolver's own error names its key
+            raise ConfigError(str(root)) from None
+        message = str(e).splitlines()[0]
         raise ConfigError(message if e.full_key is None else f"{e.full_key}: {message}") from None
     models = (record.get("distillation") or {}).get("teacher_models") or {}
     named = [str(entry["model_path"]) for entry in models.values() if entry and entry.get("model_path")]
