@@ -31,6 +31,7 @@ from results_file import save_result
 
 from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.tiny_world import world  # noqa: E402
+from verl_masopd.trainer.config import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 
@@ -38,7 +39,7 @@ def run(overrides: list[str], steps: int) -> dict:
     """Wall seconds of each measured step, the mean of every timing_s/* and offpolicy/* metric, the
     load averages before and after."""
     load_before = os.getloadavg()
-    trainer = Trainer(compose_config(overrides))
+    trainer = Trainer(validate_config(compose_config(overrides)))
     try:
         trainer.train_step()
         walls, metrics = [], []

@@ -92,6 +92,7 @@ def child(args) -> None:
     """One measurement (run in a process of its own); prints its JSON."""
     from verl_masopd.config import compose_config
     from verl_masopd.tiny_world import world
+    from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     work = Path(tempfile.mkdtemp(prefix="lora_memory-"))
@@ -115,7 +116,7 @@ def child(args) -> None:
             f"actor_rollout_ref.model.lora_rank={args.rank}",
             f"actor_rollout_ref.model.lora_alpha={2 * args.rank}",
         ]
-    trainer = Trainer(compose_config(overrides))
+    trainer = Trainer(validate_config(compose_config(overrides)))
     try:
         built_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         trainer.train_step()

@@ -67,6 +67,7 @@ def run(agents: int, lora: bool, steps: int, rank: int, root: Path) -> dict:
 
     from verl_masopd.config import compose_config
     from verl_masopd.tiny_world import world
+    from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     models = world.models("math")
@@ -94,7 +95,7 @@ def run(agents: int, lora: bool, steps: int, rank: int, root: Path) -> dict:
     if lora:
         overrides += [f"actor_rollout_ref.model.lora_rank={rank}", f"actor_rollout_ref.model.lora_alpha={2 * rank}"]
     started = time.perf_counter()
-    trainer = Trainer(compose_config(overrides))
+    trainer = Trainer(validate_config(compose_config(overrides)))
     try:
         report = {
             "policies": len(trainer.policies),

@@ -40,6 +40,7 @@ from conftest import ScriptedMixBackend  # noqa: E402
 from data_prep.schema import read_problems  # noqa: E402
 from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.trainer.config import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 CASES = {
@@ -77,7 +78,9 @@ def checksums(estimator: str, common: list[str], data: dict[str, Path], work: Pa
             *extra,
         ]
     )
-    trainer = Trainer(cfg, backend_factory=lambda p, path, seed: ScriptedMixBackend(path, seed, problems, domain))
+    trainer = Trainer(
+        validate_config(cfg), backend_factory=lambda p, path, seed: ScriptedMixBackend(path, seed, problems, domain)
+    )
     try:
         for _ in range(STEPS):
             trainer.train_step()

@@ -120,6 +120,7 @@ def _title(cmdline: list[str]) -> str:
 def child(args) -> None:
     """One case in this process; prints its JSON on the last line."""
     from verl_masopd.config import compose_config
+    from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     sampler = MemorySampler()
@@ -149,7 +150,7 @@ def child(args) -> None:
             *CASES[args.child],
         ]
         started = time.perf_counter()
-        trainer = Trainer(compose_config(overrides))
+        trainer = Trainer(validate_config(compose_config(overrides)))
         build_s = time.perf_counter() - started
         steps = []
         try:

@@ -233,7 +233,7 @@ def step_time(folder: Path, n: int, steps: int) -> dict:
             f"rollout.turn_barrier={str(barrier).lower()}",
             f"trainer.total_training_steps={steps}",
         ]
-        trainer = Trainer(compose_config(overrides))
+        trainer = Trainer(validate_config(compose_config(overrides)))
         rows, seconds = [], []
         try:
             for _ in range(steps):

@@ -43,6 +43,7 @@ from verl_masopd.rollout.manager import RolloutManager  # noqa: E402
 from verl_masopd.rollout.records import STOP  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.tiny_world.search_tasks import write_search_data  # noqa: E402
+from verl_masopd.trainer.config import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 from verl_masopd.workflows import make_workflow  # noqa: E402
 from verl_masopd.workflows.search import PAPER_INSTRUCTIONS  # noqa: E402
@@ -112,7 +113,7 @@ def overrides(data: Path, student: str, teacher: str, out: Path, k: int, steps: 
 
 def step_split(data: Path, student: str, teacher: str, out: Path, steps: int) -> dict:
     cfg = compose_config(overrides(data, student, teacher, out, 2, steps))
-    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: ScriptedLeader(path, seed, 2))
+    trainer = Trainer(validate_config(cfg), backend_factory=lambda policy, path, seed: ScriptedLeader(path, seed, 2))
     rows = [trainer.train_step() for _ in range(steps)]
     trainer.close()
     rows = rows[1:] if len(rows) > 1 else rows  # the first step warms up

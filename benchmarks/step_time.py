@@ -46,7 +46,7 @@ def step_times(overrides: dict[str, list[str]], steps: int) -> dict[str, dict[st
     trainers = {}
     try:
         for estimator, estimator_overrides in overrides.items():
-            trainers[estimator] = Trainer(compose_config(estimator_overrides))
+            trainers[estimator] = Trainer(validate_config(compose_config(estimator_overrides)))
             trainers[estimator].train_step()
         runs = {estimator: [] for estimator in trainers}
         for _ in range(steps):

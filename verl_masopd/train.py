@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from verl_masopd.config import compose_config
 from verl_masopd.run_folder import remove_run_folder
 from verl_masopd.trainer.checkpoint import CheckpointError
-from verl_masopd.trainer.config import ConfigError
+from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.loop import run
 
 
@@ -45,8 +45,9 @@ def check_overrides(arguments: list[str]) -> None:
 
 @hydra.main(config_path="config", config_name="masopd_trainer", version_base="1.3")
 def _train(cfg: DictConfig) -> None:
+    """Hydra's composed `cfg`, read once into the run config (trainer/config.py) that the run takes."""
     try:
-        run(cfg)
+        run(validate_config(cfg))
     except ConfigError as e:
         remove_run_folder()
         print(f"config error: {e}", file=sys.stderr)

@@ -17,6 +17,7 @@ from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
 from verl_masopd.trainer.checkpoint import TrainerState, save_checkpoint
+from verl_masopd.trainer.config import composed_record
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 
@@ -55,7 +56,7 @@ def save_tiny_checkpoint(tiny_model_path):
             f"policy_{policy}": lambda folder: shutil.copytree(tiny_model_path, folder / "huggingface")
             for policy in policies
         }
-        return save_checkpoint(root, TrainerState(step, {}, "hash"), cfg, weights)
+        return save_checkpoint(root, TrainerState(step, {}, "hash"), composed_record(cfg), weights)
 
     return save
 

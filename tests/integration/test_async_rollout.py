@@ -11,7 +11,7 @@ import torch
 from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.trainer.actor_loss import actor_loss
-from verl_masopd.trainer.config import verl_algo_config
+from verl_masopd.trainer.config import validate_config, verl_algo_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.loop import Trainer
 from verl_masopd.trainer.staleness import Staleness
@@ -51,7 +51,7 @@ def test_importance_weights_of_stale_rows_reach_the_loss(tiny_model_path, make_p
 
 def test_checkpoint_with_rollouts_in_flight_resumes_at_its_position_within_the_bound(trainer_overrides, builtin_data):
     overrides = trainer_overrides("math", "algorithm.adv_estimator=grpo", "rollout.max_off_policy=1")
-    first = Trainer(compose_config([*overrides, "trainer.save_freq=1"]))
+    first = Trainer(validate_config(compose_config([*overrides, "trainer.save_freq=1"])))
     first.fit()  # two steps; after each update rollout t + 1 plays
     reference = ProblemStream(read_problems([str(builtin_data["math"])], "math"), 1, first.run.data.seed)
     positions = []
@@ -62,7 +62,7 @@ def test_checkpoint_with_rollouts_in_flight_resumes_at_its_position_within_the_b
     assert first.data_position == positions[1]
     assert first.stream.state_dict() != positions[1]
 
-    second = Trainer(compose_config([*overrides, "trainer.total_training_steps=4"]))
+    second = Trainer(validate_config(compose_config([*overrides, "trainer.total_training_steps=4"])))
     try:
         second._resume()
         assert second.step == 2 and second.data_position == positions[1]

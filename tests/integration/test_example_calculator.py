@@ -18,6 +18,7 @@ from verl_masopd.config import compose_config
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import LENGTH, STOP
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -85,7 +86,9 @@ def test_calculator_example_trains_with_calls_inside_replies(trainer_overrides, 
             "trainer.save_freq=-1",
         )
     )
-    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: HalfCalculatorBackend(path, seed))
+    trainer = Trainer(
+        validate_config(cfg), backend_factory=lambda policy, path, seed: HalfCalculatorBackend(path, seed)
+    )
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
     steps = [trainer.train_step() for _ in range(2)]
     trainer.close()

@@ -31,6 +31,7 @@ from verl_masopd.serving.plans import plan_policy_serving
 from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.trainer.config import ServingSection, TrainerSection, composed_record, read_fields
 from verl_masopd.workflows.problem import Problem
 
 pytestmark = pytest.mark.integration
@@ -51,10 +52,13 @@ def build_policies(tiny_model_path: str, rollout_name: str, names) -> dict:
             f"actor_rollout_ref.rollout.name={rollout_name}",
         ]
     )
+    composed, serving = composed_record(cfg), read_fields(cfg, "actor_rollout_ref.rollout", ServingSection)
+    trainer = read_fields(cfg, "trainer", TrainerSection)
     policies = {}
     for i, name in enumerate(names):
         settings = EngineSettings(model_path=tiny_model_path, lr=1e-2, seed=i)
-        policies[name] = build_vllm_policy(plan_policy_serving(cfg, name, i, settings), settings, policy_loss(), 1)
+        plan = plan_policy_serving(composed, serving, trainer, 1, name, i, settings)
+        policies[name] = build_vllm_policy(plan, settings, policy_loss(), 1)
     return policies
 
 

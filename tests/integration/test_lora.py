@@ -18,6 +18,7 @@ from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import EngineSettings, Lora, PolicyEngine
 from verl_masopd.teacher.engine_scorer import AdapterOff, scoring_batch
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ def lora_run(tmp_path_factory, tiny_model_path, builtin_data):
             *LORA,
         ]
     )
-    trainer = Trainer(cfg)
+    trainer = Trainer(validate_config(cfg))
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
     losses = []
     for _ in range(2):

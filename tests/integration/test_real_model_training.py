@@ -20,6 +20,7 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 
 from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 from verl_masopd.trainer.model_conventions import check_model_conventions
 
@@ -101,7 +102,7 @@ def stepped(smollm2_path, builtin_data, scripted_backends, tmp_path_factory):
             root = tmp_path_factory.mktemp(f"smollm2-{estimator}") / "checkpoints"
             overrides = real_model_overrides(smollm2_path, builtin_data["math"], str(val), root, estimator)
             cfg = compose_config(overrides)
-            trainer = Trainer(cfg, backend_factory=scripted_backends("math"))
+            trainer = Trainer(validate_config(cfg), backend_factory=scripted_backends("math"))
             try:
                 evaluation = trainer.validate()
                 metrics = trainer.train_step()

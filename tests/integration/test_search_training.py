@@ -17,6 +17,7 @@ from verl_masopd.config import compose_config
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 from verl_masopd.workflows.search import PAPER_INSTRUCTIONS
 
@@ -116,7 +117,7 @@ def test_two_steps_of_role_selective_supervision(
     search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path
 ):
     cfg = search_config(search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path, "opd")
-    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
+    trainer = Trainer(validate_config(cfg), backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
     steps = [trainer.train_step() for _ in range(2)]
     trainer.close()
@@ -141,7 +142,7 @@ def test_two_steps_of_the_prompted_critic(search_data, toy_search_index, tiny_mo
     """The Searchers by GRPO on the teacher's verdicts (judge_grpo): the teacher judges every
     Searcher reply and scores no token."""
     cfg = search_config(search_data, toy_search_index, tiny_model_path, tiny_teacher_path, tmp_path, "judge_grpo")
-    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
+    trainer = Trainer(validate_config(cfg), backend_factory=lambda policy, path, seed: SearchMixBackend(path, seed))
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
     steps = [trainer.train_step() for _ in range(2)]
     trainer.close()

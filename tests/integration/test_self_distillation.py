@@ -12,6 +12,7 @@ from verl_masopd.config import compose_config
 from verl_masopd.engine.policy_engine import PolicyEngine
 from verl_masopd.teacher.engine_scorer import AdapterOff, scoring_batch
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -41,7 +42,7 @@ def build(source: str, lora: bool, student: str, data: str, root) -> Trainer:
             *(LORA if lora else ()),
         ]
     )
-    return Trainer(cfg)
+    return Trainer(validate_config(cfg))
 
 
 def scores(trainer: Trainer, policy: str, requests) -> torch.Tensor:

@@ -15,6 +15,7 @@ from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.trainer.config import ServingSection, composed_record, read_fields
 
 pytestmark = pytest.mark.integration
 # above vLLM's default max_logprobs (20): the servers start with max_logprobs = TOPK
@@ -33,7 +34,8 @@ def context(tokenizer, role: str) -> list[int]:
 
 
 def config(student: str, teacher: str):
-    return compose_config(
+    """The run config's record, verl rollout keys and device that `VllmTeacher` takes."""
+    cfg = compose_config(
         [
             "preset=cpu",
             f"students.path={student}",
@@ -42,11 +44,12 @@ def config(student: str, teacher: str):
             "actor_rollout_ref.rollout.name=vllm",
         ]
     )
+    return composed_record(cfg), read_fields(cfg, "actor_rollout_ref.rollout", ServingSection), cfg.trainer.device
 
 
 @pytest.fixture(scope="module")
 def teacher(ray_local, tiny_model_path, tiny_teacher_path):
-    served = VllmTeacher(config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, dtype="float32", topk=TOPK)
+    served = VllmTeacher(*config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, dtype="float32", topk=TOPK)
     yield served
     served.close()
 
@@ -103,4 +106,4 @@ def test_a_kv_cache_that_does_not_fit_stops_the_start_naming_the_setting(
     monkeypatch.setenv("MASOPD_VLLM_START_TIMEOUT_S", "300")
     expected = r"vllm_oversized_server_0_0 did not start \(VLLM_CPU_KVCACHE_SPACE=100000 GiB"
     with pytest.raises(RuntimeError, match=expected):
-        VllmTeacher(config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, "float32", name="oversized")
+        VllmTeacher(*config(tiny_model_path, tiny_teacher_path), tiny_teacher_path, "float32", name="oversized")

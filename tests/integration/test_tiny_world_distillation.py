@@ -16,6 +16,7 @@ from verl_masopd.config import compose_config
 from verl_masopd.rollout.backend import Generation
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.tiny_world import world
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -84,7 +85,7 @@ def test_distillation_steps_lower_the_reverse_kl_to_the_teacher(mode, tmp_path):
             *mode,
         ]
     )
-    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: ReplayBackend(path, seed))
+    trainer = Trainer(validate_config(cfg), backend_factory=lambda policy, path, seed: ReplayBackend(path, seed))
     kls = [trainer.train_step() for _ in range(3)]
     trainer.close()
     reasoner, tool_user = ([m[f"teacher/{role}/reverse_kl"] for m in kls] for role in ("reasoner", "tool_user"))
@@ -122,7 +123,7 @@ def test_two_teachers_score_every_response_and_combine(weighting, tmp_path):
             f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
         ]
     )
-    trainer = Trainer(cfg, backend_factory=lambda policy, path, seed: ReplayBackend(path, seed))
+    trainer = Trainer(validate_config(cfg), backend_factory=lambda policy, path, seed: ReplayBackend(path, seed))
     metrics = trainer.train_step()
     trainer.close()
     strong, weak = metrics["teacher/strong/weight"], metrics["teacher/weak/weight"]

@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,7 @@ def test_two_steps_train_every_policy(estimator, domain, extra, trainer_override
     cfg = compose_config(
         trainer_overrides(domain, f"algorithm.adv_estimator={estimator}", "trainer.save_freq=-1", *extra)
     )
-    trainer = Trainer(cfg, backend_factory=scripted_backends(domain))
+    trainer = Trainer(validate_config(cfg), backend_factory=scripted_backends(domain))
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
 
     losses = []
@@ -77,7 +78,7 @@ def test_masopd_with_four_agents_and_model_attribution(trainer_overrides, script
             "pac.attribution=model",
         )
     )
-    trainer = Trainer(cfg, backend_factory=scripted_backends("math"))
+    trainer = Trainer(validate_config(cfg), backend_factory=scripted_backends("math"))
     metrics = trainer.train_step()
     trainer.close()
 
@@ -105,7 +106,7 @@ def test_masopd_shared_prefix_scoring_gives_the_same_step_for_fewer_tokens(train
                 f"teacher.share_prefix={str(share).lower()}",
             )
         )
-        trainer = Trainer(cfg, backend_factory=scripted_backends("math"))
+        trainer = Trainer(validate_config(cfg), backend_factory=scripted_backends("math"))
         steps[share] = trainer.train_step()
         trainer.close()
     packed, shared = steps[False], steps[True]

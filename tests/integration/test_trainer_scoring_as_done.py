@@ -5,13 +5,14 @@ scored after the rollout (the sampling is seeded per request, so both steps play
 import pytest
 
 from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
 
 
 def one_step(cfg, backends, after: bool) -> dict[str, float]:
-    trainer = Trainer(cfg, backend_factory=backends)
+    trainer = Trainer(validate_config(cfg), backend_factory=backends)
     if after:
         trainer._scores_as_done = lambda: False  # the lockstep trainer's scoring, on the same rollout
     try:

@@ -4,6 +4,7 @@ tracking (console + TensorBoard) and leaves an atomic checkpoint of the last ste
 import pytest
 
 from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,7 @@ def test_fit_validates_logs_and_checkpoints(trainer_overrides, scripted_backends
             "workflow.horizon=1",
         )
     )
-    trainer = Trainer(cfg, backend_factory=scripted_backends("code"))
+    trainer = Trainer(validate_config(cfg), backend_factory=scripted_backends("code"))
     assert trainer.val_manager.sampling.temperature == 0.6 and trainer.val_manager.sampling.top_k == 20
 
     metrics = trainer.fit()

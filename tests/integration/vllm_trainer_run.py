@@ -35,9 +35,10 @@ def main(steps: int, overrides: list[str]) -> None:
     import ray
 
     from verl_masopd.config import compose_config
+    from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
 
-    trainer = Trainer(compose_config(overrides))  # starts a local Ray of its own
+    trainer = Trainer(validate_config(compose_config(overrides)))  # starts a local Ray of its own
     try:
         for _ in range(steps):
             metrics = trainer.train_step()

@@ -4,10 +4,9 @@ the matrices of played episodes asked of the code workflow, in rollout group ord
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages, cure
+from verl_masopd.algos import compute_advantages, cure, read_estimator
 from verl_masopd.algos.cure import coder_rewards, normalise, rollout_matrices
 from verl_masopd.rollout.episode_rows import EpisodeRows
 from verl_masopd.rollout.records import EpisodeResult, RolloutGroup
@@ -70,7 +69,7 @@ def cure_batch(roles, episodes, matrices):
     )
 
 
-CURE = OmegaConf.create({"algorithm": {"adv_estimator": "cure"}})
+CURE = read_estimator({"adv_estimator": "cure"})
 
 
 def test_compute_advantages_normalises_groups_separately_and_drops_empty_ones():

@@ -5,10 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages
+from verl_masopd.algos import compute_advantages, read_estimator
 from verl_masopd.algos.rewards import RewardWeights, combine_rewards, place_on_last_token
 
 
@@ -30,7 +29,7 @@ def batch(team, local, local_mask, uid, role, agent, turn, response_length=2):
 
 
 def config(estimator, **algorithm):
-    return OmegaConf.create({"algorithm": {"adv_estimator": estimator, **algorithm}})
+    return read_estimator({"adv_estimator": estimator, **algorithm})
 
 
 def test_combined_reward_respects_weights_and_mask():

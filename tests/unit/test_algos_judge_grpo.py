@@ -8,7 +8,7 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages, validate_estimator_config
+from verl_masopd.algos import compute_advantages, read_estimator, validate_estimator_config
 
 
 def objects(*values):
@@ -85,13 +85,13 @@ def test_searchers_by_the_judges_score_and_the_leader_by_the_teams_em():
 
 def test_a_lone_searcher_gets_no_advantage():
     rows = [("searcher", "e0", 1, 0.9), ("searcher", "e1", 3, 0.2)]
-    out = compute_advantages(batch(rows), config(adv_estimator="judge_grpo"))
+    out = compute_advantages(batch(rows), read_estimator(config(adv_estimator="judge_grpo").algorithm))
     assert out.batch["advantages"].abs().sum().item() == 0.0
 
 
 def test_rows_without_a_score_are_refused():
     with pytest.raises(ValueError, match="judge_grpo needs a judge's score on every row"):
-        compute_advantages(batch(), config(adv_estimator="judge_grpo"))
+        compute_advantages(batch(), read_estimator(config(adv_estimator="judge_grpo").algorithm))
 
 
 def test_roles_the_workflow_does_not_judge_are_refused_at_start():

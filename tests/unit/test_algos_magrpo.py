@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages
+from verl_masopd.algos import compute_advantages, read_estimator
 from verl_masopd.rollout.episode_rows import EpisodeRows
 
 
@@ -40,7 +39,7 @@ def episodes_batch(rows):
 
 
 def magrpo(rows, **options):
-    config = OmegaConf.create({"algorithm": {"adv_estimator": "magrpo", "magrpo": options}})
+    config = read_estimator({"adv_estimator": "magrpo", "magrpo": options})
     out = compute_advantages(episodes_batch(rows), config)
     return out.batch["advantages"], out.batch["returns"]
 
@@ -110,7 +109,7 @@ def test_a_turn_only_one_episode_reached_has_advantage_zero():
 def test_the_batch_must_carry_its_episodes():
     data = episodes_batch([("e1", "p", "coder_0", 0, 1, 1.0, 0.0)])
     del data.meta_info["episode_rows"]
-    config = OmegaConf.create({"algorithm": {"adv_estimator": "magrpo"}})
+    config = read_estimator({"adv_estimator": "magrpo"})
     with pytest.raises(
         ValueError, match=r"adv_estimator=magrpo needs the batch's episodes \(meta_info\['episode_rows'\]"
     ):

@@ -6,7 +6,7 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages
+from verl_masopd.algos import compute_advantages, read_estimator
 from verl_masopd.algos.masopd import compute_masopd_advantage, compute_opd_advantage
 
 TEACHER = torch.tensor([[-1.0, -2.0, -0.5]])
@@ -110,7 +110,7 @@ def test_compute_advantages_on_a_batch():
         },
         non_tensors={"uid": np.array(["p"], dtype=object)},
     )
-    out = compute_advantages(batch, OmegaConf.create({"algorithm": {"adv_estimator": "masopd"}}))
+    out = compute_advantages(batch, read_estimator({"adv_estimator": "masopd"}))
     # no masopd section: the trainer config's β = 0.25, c = 5 (as test_combined_advantage_defaults)
     assert torch.allclose(out.batch["advantages"], torch.tensor([[1.0, -1.125, 0.0]]))
     assert out.meta_info["advantage_metrics"]["masopd/advantage_mean"] == pytest.approx(-0.0625)
@@ -119,4 +119,4 @@ def test_compute_advantages_on_a_batch():
 def test_missing_teacher_field_names_it():
     batch = DataProto.from_dict(tensors={"response_mask": MASK, "rollout_log_probs": STUDENT})
     with pytest.raises(ValueError, match="teacher_log_probs"):
-        compute_advantages(batch, OmegaConf.create({"algorithm": {"adv_estimator": "opd"}}))
+        compute_advantages(batch, read_estimator({"adv_estimator": "opd"}))

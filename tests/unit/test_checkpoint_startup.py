@@ -29,7 +29,7 @@ from verl_masopd.trainer.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from verl_masopd.trainer.config import ConfigError
+from verl_masopd.trainer.config import ConfigError, TrainerSection, composed_record, read_fields, validate_config
 from verl_masopd.trainer.loop import Trainer
 
 
@@ -98,10 +98,10 @@ def files_of(folder) -> dict:
 
 def test_a_fresh_start_into_a_folder_with_checkpoints_stops_before_any_model_loads(tmp_path, run_cfg):
     cfg = run_cfg(tmp_path, "trainer.resume_mode=disable")
-    first = save_checkpoint(tmp_path, state(1), cfg, {"policy_reasoner": weights_writer(10)})
+    first = save_checkpoint(tmp_path, state(1), composed_record(cfg), {"policy_reasoner": weights_writer(10)})
     before = files_of(first)
     with pytest.raises(ConfigError) as stop:
-        Trainer(cfg)
+        Trainer(validate_config(cfg))
     assert str(stop.value).startswith(
         f"trainer.resume_mode: disable, but trainer.default_local_dir={tmp_path} holds checkpoints (global_step_1) "
         "that a fresh start would overwrite"
@@ -113,9 +113,9 @@ def test_a_resume_below_a_later_checkpoint_of_the_folder_stops(tmp_path, run_cfg
     first = tmp_path / "global_step_1"
     cfg = run_cfg(tmp_path, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={first}")
     for step in (1, 2):
-        save_checkpoint(tmp_path, state(step), cfg, {"policy_reasoner": weights_writer(10)})
+        save_checkpoint(tmp_path, state(step), composed_record(cfg), {"policy_reasoner": weights_writer(10)})
     with pytest.raises(ConfigError) as stop:
-        Trainer(cfg)
+        Trainer(validate_config(cfg))
     assert str(stop.value).startswith(
         f"trainer.resume_from_path: {first} is step 1, but trainer.default_local_dir={tmp_path} holds later "
         "checkpoints (global_step_2) that this run would overwrite"
@@ -125,30 +125,32 @@ def test_a_resume_below_a_later_checkpoint_of_the_folder_stops(tmp_path, run_cfg
 
 def test_auto_moves_a_damaged_newest_checkpoint_aside_and_resumes_from_the_one_before(tmp_path, run_cfg, caplog):
     cfg = run_cfg(tmp_path)
-    good = save_checkpoint(tmp_path, state(1), cfg, {"policy_reasoner": weights_writer(1000)})
-    bad = save_checkpoint(tmp_path, state(2), cfg, {"policy_reasoner": weights_writer(1000)})
+    good = save_checkpoint(tmp_path, state(1), composed_record(cfg), {"policy_reasoner": weights_writer(1000)})
+    bad = save_checkpoint(tmp_path, state(2), composed_record(cfg), {"policy_reasoner": weights_writer(1000)})
     weights = bad / "policy_reasoner" / "weights.pt"
     size = weights.stat().st_size
     os.truncate(weights, 100)
     with caplog.at_level(logging.WARNING, logger=ckpt.__name__):
-        assert prepare_checkpoint_folder(cfg) == good
+        assert prepare_checkpoint_folder(read_fields(cfg, "trainer", TrainerSection)) == good
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("global_step_2.damaged-")]
     assert len(aside) == 1 and (aside[0] / "policy_reasoner" / "weights.pt").stat().st_size == 100
     assert f"skipping checkpoint {bad}: {weights}: 100 bytes, the manifest lists {size} (truncated" in caplog.text
     assert f"moved the damaged checkpoint {bad} aside to {aside[0]}" in caplog.text
     assert checkpoint_steps(tmp_path) == [1]
-    save_checkpoint(tmp_path, state(2), cfg, {"policy_reasoner": weights_writer(1000)})  # the run's own step 2
+    save_checkpoint(
+        tmp_path, state(2), composed_record(cfg), {"policy_reasoner": weights_writer(1000)}
+    )  # the run's own step 2
     assert verify_checkpoint(tmp_path / "global_step_2")
 
 
 def test_a_folder_whose_checkpoints_are_all_damaged_stops_the_start(tmp_path, run_cfg):
     cfg = run_cfg(tmp_path)
-    only = save_checkpoint(tmp_path, state(1), cfg, {"policy_reasoner": weights_writer(1000)})
+    only = save_checkpoint(tmp_path, state(1), composed_record(cfg), {"policy_reasoner": weights_writer(1000)})
     os.truncate(only / "policy_reasoner" / "weights.pt", 100)
     with pytest.raises(
         ConfigError, match=rf"^trainer.default_local_dir: no checkpoint under {tmp_path} can be resumed"
     ):
-        Trainer(cfg)
+        Trainer(validate_config(cfg))
     assert only.is_dir()
 
 
@@ -156,7 +158,7 @@ def test_a_read_only_checkpoint_folder_stops_the_start(tmp_path, run_cfg, mount)
     (tmp_path / "source").mkdir()
     root = mount(tmp_path / "read-only", "--bind", "-o", "ro", str(tmp_path / "source"))
     with pytest.raises(ConfigError) as stop:
-        Trainer(run_cfg(root / "checkpoints"))
+        Trainer(validate_config(run_cfg(root / "checkpoints")))
     assert str(stop.value) == (
         f"trainer.default_local_dir: {root / 'checkpoints'} is not writable (Read-only file system: {root})"
     )
@@ -165,9 +167,11 @@ def test_a_read_only_checkpoint_folder_stops_the_start(tmp_path, run_cfg, mount)
 def test_a_checkpoint_folder_without_room_for_one_more_checkpoint_stops_the_start(tmp_path, run_cfg, mount):
     root = mount(tmp_path / "small", "-t", "tmpfs", "-o", "size=1m", "tmpfs")
     cfg = run_cfg(root)
-    last = save_checkpoint(root, state(1), cfg, {"policy_reasoner": weights_writer(150_000)})  # 600 kB of 1 MiB
+    last = save_checkpoint(
+        root, state(1), composed_record(cfg), {"policy_reasoner": weights_writer(150_000)}
+    )  # 600 kB of 1 MiB
     with pytest.raises(ConfigError) as stop:
-        Trainer(cfg)
+        Trainer(validate_config(cfg))
     expected = (
         rf"trainer.default_local_dir: {re.escape(str(root))} has 0\.\d MiB free, less than one more checkpoint "
         rf"the size of {re.escape(str(last))} \(0\.\d MiB\)"
@@ -178,10 +182,10 @@ def test_a_checkpoint_folder_without_room_for_one_more_checkpoint_stops_the_star
 def test_a_full_disk_fails_the_save_in_one_line_and_keeps_the_last_checkpoint(tmp_path, run_cfg, mount):
     root = mount(tmp_path / "small", "-t", "tmpfs", "-o", "size=1m", "tmpfs")
     cfg = run_cfg(root)
-    first = save_checkpoint(root, state(1), cfg, {"policy_reasoner": weights_writer(1000)})
+    first = save_checkpoint(root, state(1), composed_record(cfg), {"policy_reasoner": weights_writer(1000)})
     before = files_of(first)
     with pytest.raises(CheckpointError) as failed:
-        save_checkpoint(root, state(2), cfg, {"policy_reasoner": weights_writer(1 << 20)})  # 4 MiB
+        save_checkpoint(root, state(2), composed_record(cfg), {"policy_reasoner": weights_writer(1 << 20)})  # 4 MiB
     assert str(failed.value) == (
         f"{root / 'global_step_2'}: writing policy_reasoner failed: no space left on the device of {root} "
         "(0 bytes free); the newest checkpoint there is global_step_1"
@@ -193,10 +197,12 @@ def test_a_full_disk_fails_the_save_in_one_line_and_keeps_the_last_checkpoint(tm
 
 def test_a_read_only_folder_fails_the_save_in_one_line(tmp_path, run_cfg, mount):
     cfg = run_cfg(tmp_path / "checkpoints")
-    first = save_checkpoint(tmp_path / "checkpoints", state(1), cfg, {"policy_reasoner": weights_writer(10)})
+    first = save_checkpoint(
+        tmp_path / "checkpoints", state(1), composed_record(cfg), {"policy_reasoner": weights_writer(10)}
+    )
     root = mount(tmp_path / "read-only", "--bind", "-o", "ro", str(tmp_path / "checkpoints"))
     with pytest.raises(CheckpointError) as failed:
-        save_checkpoint(root, state(2), cfg, {"policy_reasoner": weights_writer(10)})
+        save_checkpoint(root, state(2), composed_record(cfg), {"policy_reasoner": weights_writer(10)})
     message = str(failed.value)
     assert message.startswith(
         f"{root / 'global_step_2'}: writing the checkpoint folder failed: Read-only file system "

@@ -13,7 +13,7 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages
+from verl_masopd.algos import compute_advantages, read_estimator
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "multiagent_opd.sh"
 
@@ -92,7 +92,7 @@ def test_the_recipe_trains_the_searchers_by_opd_the_leader_and_the_answerer_by_g
         "leader": "grpo",
         "answerer": "grpo",
     }
-    out = compute_advantages(team_batch(), OmegaConf.create({"algorithm": algorithm}))
+    out = compute_advantages(team_batch(), read_estimator(algorithm))
     a = out.batch["advantages"]
     mask = team_batch().batch["response_mask"]
 

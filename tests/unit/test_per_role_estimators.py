@@ -73,7 +73,7 @@ def two_role_batch() -> DataProto:
 
 
 def algorithm_config(**algorithm):
-    return OmegaConf.create({"algorithm": {"adv_estimator": "grpo", **algorithm}})
+    return read_estimator({"adv_estimator": "grpo", **algorithm})
 
 
 OPD_CODER_GRPO_TESTER = {"coder": {"estimator": "opd"}, "tester": {"estimator": "grpo", "group_by": "episode"}}
@@ -168,10 +168,8 @@ def _same_result(a: DataProto, b: DataProto) -> bool:
 
 @pytest.mark.parametrize("estimator", ["grpo", "magrpo", "opd"])
 def test_empty_per_role_is_the_path_without_it(estimator):
-    without = compute_advantages(two_role_batch(), OmegaConf.create({"algorithm": {"adv_estimator": estimator}}))
-    empty = compute_advantages(
-        two_role_batch(), OmegaConf.create({"algorithm": {"adv_estimator": estimator, "per_role": {}}})
-    )
+    without = compute_advantages(two_role_batch(), read_estimator({"adv_estimator": estimator}))
+    empty = compute_advantages(two_role_batch(), read_estimator({"adv_estimator": estimator, "per_role": {}}))
     assert _same_result(without, empty)
     assert without.meta_info["advantage_metrics"] == empty.meta_info["advantage_metrics"]
     assert f"{estimator}/advantage_mean" in empty.meta_info["advantage_metrics"]

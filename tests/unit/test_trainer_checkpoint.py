@@ -39,12 +39,11 @@ from verl_masopd.trainer.checkpoint import (
 
 @pytest.fixture
 def cfg():
-    return OmegaConf.create(
-        {
-            "actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}},
-            "trainer": {"total_training_steps": 150, "resume_mode": "auto", "seed": 0},
-        }
-    )
+    """A resolved config record (the run config's `composed`)."""
+    return {
+        "actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}},
+        "trainer": {"total_training_steps": 150, "resume_mode": "auto", "seed": 0},
+    }
 
 
 def state(step: int, cfg) -> TrainerState:
@@ -133,14 +132,13 @@ def test_a_process_killed_mid_write_is_never_resumed_from(tmp_path, cfg):
     script = textwrap.dedent(
         f"""
         import os, signal
-        from omegaconf import OmegaConf
         from verl_masopd.trainer.checkpoint import TrainerState, save_checkpoint
 
         def killed(folder):
             (folder / "weights.bin").write_bytes(b"\\1" * 4096)
             os.kill(os.getpid(), signal.SIGKILL)
 
-        cfg = OmegaConf.create({{"trainer": {{}}}})
+        cfg = {{"trainer": {{}}}}
         save_checkpoint({str(tmp_path)!r}, TrainerState(2, {{}}, "h"), cfg, {{"coder": killed}})
         """
     )
@@ -314,9 +312,13 @@ def test_the_exported_config_carries_the_source_models_attention(tmp_path):
 
 def test_config_hash_ignores_run_length_and_names_what_changed(tmp_path, cfg):
     path = save_checkpoint(tmp_path, state(1, cfg), cfg, {})
-    longer = OmegaConf.merge(cfg, {"trainer": {"total_training_steps": 300, "resume_mode": "disable"}})
+    longer = OmegaConf.to_container(
+        OmegaConf.merge(cfg, {"trainer": {"total_training_steps": 300, "resume_mode": "disable"}})
+    )
     assert config_hash(longer) == config_hash(cfg)
     assert changed_config_keys(path, longer) == []
-    changed = OmegaConf.merge(cfg, {"actor_rollout_ref": {"actor": {"optim": {"lr": 2e-6}}}, "trainer": {"seed": 1}})
+    changed = OmegaConf.to_container(
+        OmegaConf.merge(cfg, {"actor_rollout_ref": {"actor": {"optim": {"lr": 2e-6}}}, "trainer": {"seed": 1}})
+    )
     assert config_hash(changed) != config_hash(cfg)
     assert changed_config_keys(path, changed) == ["actor_rollout_ref.actor.optim.lr", "trainer.seed"]

@@ -2,24 +2,27 @@
 event files next to the checkpoints, and an offline wandb run."""
 
 import pytest
-from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from verl_masopd.config import compose_config
+from verl_masopd.trainer.config import TrainerSection, composed_record, read_fields
 from verl_masopd.trainer.tracking import open_tracking
 
 
 def run_config(tmp_path, loggers):
-    return OmegaConf.create(
-        {
-            "trainer": {
-                "project_name": "verl_masopd",
-                "experiment_name": "math_mas_masopd",
-                "logger": loggers,
-                "default_local_dir": str(tmp_path / "checkpoints"),
-            },
-            "algorithm": {"adv_estimator": "masopd"},
-        }
+    """The trainer section and the resolved config of a run logging to `loggers`."""
+    cfg = compose_config(
+        [
+            "preset=cpu",
+            "algorithm.adv_estimator=masopd",
+            "students.path=/models/student",
+            "trainer.project_name=verl_masopd",
+            "trainer.experiment_name=math_mas_masopd",
+            f"trainer.logger={loggers}",
+            f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
+        ]
     )
+    return read_fields(cfg, "trainer", TrainerSection), composed_record(cfg)
 
 
 @pytest.fixture
@@ -34,7 +37,7 @@ def offline_env(tmp_path, monkeypatch):
 
 
 def test_console_and_tensorboard_record_the_metrics(tmp_path, offline_env, capsys):
-    tracking = open_tracking(run_config(tmp_path, ["console", "tensorboard"]))
+    tracking = open_tracking(*run_config(tmp_path, ["console", "tensorboard"]))
     tracking.log({"coder/advantage_mean": 0.25, "tester/reward_mean": -1.5}, step=1)
     tracking.log({"coder/advantage_mean": 0.5, "tester/reward_mean": -1.0}, step=2)
     tracking.finish()
@@ -47,7 +50,7 @@ def test_console_and_tensorboard_record_the_metrics(tmp_path, offline_env, capsy
 
 
 def test_wandb_runs_offline(tmp_path, offline_env):
-    tracking = open_tracking(run_config(tmp_path, ["wandb"]))
+    tracking = open_tracking(*run_config(tmp_path, ["wandb"]))
     tracking.log({"coder/advantage_mean": 0.25}, step=1)
     tracking.finish()
     runs = list((tmp_path / "wandb_home" / "wandb").glob("offline-run-*/run-*.wandb"))

@@ -17,6 +17,7 @@ from verl_masopd.serving.hybrid_policy import HybridPolicy, HybridPolicyEngine
 from verl_masopd.serving.plans import plan_policy_serving
 from verl_masopd.serving.policy_servers import ColocatedWeightSync, PolicyServerManager
 from verl_masopd.serving.server_backend import VerlServerBackend
+from verl_masopd.trainer.config import ServingSection, TrainerSection, composed_record, read_fields
 
 EOS = 2
 
@@ -157,9 +158,11 @@ def test_each_policys_replicas_start_at_rank_zero_under_its_own_names(tmp_path):
             "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         ]
     )
+    rollout = read_fields(cfg, "actor_rollout_ref.rollout", ServingSection)
+    trainer = read_fields(cfg, "trainer", TrainerSection)
     addresses = {}
     for i, name in enumerate(["coder", "tester"]):
-        serving = plan_policy_serving(cfg, name, i, settings)
+        serving = plan_policy_serving(composed_record(cfg), rollout, trainer, 2, name, i, settings)
         manager = PolicyServerManager(
             serving.config, Workers(2), server_prefix=serving.server_prefix, replica_class=NamedReplica
         )

@@ -31,16 +31,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from verl import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from verl_masopd.algos.diagnostics import advantage_metrics, mean_advantage
-from verl_masopd.algos.distillation import read_distillation
 from verl_masopd.algos.masopd import task_distillation_term
 from verl_masopd.algos.per_role import group_key
 from verl_masopd.algos.rewards import combine_rewards, place_on_last_token
-from verl_masopd.algos.specs import EstimatorSettings, read_estimator
+from verl_masopd.algos.specs import EstimatorSettings
 from verl_masopd.algos.steps import Finished, batch_field
 from verl_masopd.rollout.episode_rows import EPISODE_ROWS, episode_rows
 
@@ -119,17 +117,15 @@ def _estimate_per_role(data: DataProto, estimator: EstimatorSettings) -> Finishe
 
 def compute_advantages(
     data: DataProto,
-    estimator: EstimatorSettings | DictConfig,
+    estimator: EstimatorSettings,
     groups: Sequence | None = None,
     workflow=None,
 ) -> DataProto:
     """Add "advantages", "returns" and "trainable" for the estimator; returns `data`.
 
-    `estimator` is the run's settings, or a config whose `algorithm` section is read into them;
-    `groups` and `workflow` are the step's rollout groups and the workflow that played them.
+    `estimator` is the run's settings (`RunConfig.estimator`; `read_estimator` of an algorithm
+    section); `groups` and `workflow` are the step's rollout groups and the workflow that played them.
     With `algorithm.per_role`, each role's rows get their own estimator (`_estimate_per_role`)."""
-    if not isinstance(estimator, EstimatorSettings):
-        estimator = read_estimator(estimator.algorithm, distillation=read_distillation(estimator))
     if estimator.per_role:
         finished = _estimate_per_role(data, estimator)
     else:

@@ -23,8 +23,6 @@ the adapter's step, which the backend checks.
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from verl_masopd.engine.policy import ServedPolicy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.hybrid_policy import eos_ids_of
@@ -32,6 +30,7 @@ from verl_masopd.serving.plans import plan_adapter_serving
 from verl_masopd.serving.policy_servers import PolicyServerManager, replica_servers, server_actors
 from verl_masopd.serving.server_backend import VerlServerBackend
 from verl_masopd.serving.vllm_cpu import call_timeout_s
+from verl_masopd.trainer.config import RunConfig
 
 
 class AdapterClient:
@@ -52,14 +51,16 @@ class AdapterServer:
     name: a name unique among the run's servers (its actors are `vllm_{name}_server_...`);
     ranks: each policy's LoRA rank."""
 
-    def __init__(self, cfg: DictConfig, model_path: str, dtype: str, ranks: dict[str, int], name: str):
+    def __init__(self, run: RunConfig, model_path: str, dtype: str, ranks: dict[str, int], name: str):
         from verl.workers.rollout.vllm_rollout.utils import get_vllm_max_lora_rank
 
         from verl_masopd.serving.adapter_servers import adapter_replica_class
 
-        config = plan_adapter_serving(cfg, model_path, dtype, len(ranks), get_vllm_max_lora_rank(max(ranks.values())))
+        max_rank = get_vllm_max_lora_rank(max(ranks.values()))
+        device = run.trainer.device
+        config = plan_adapter_serving(run.composed, run.serving, device, model_path, dtype, len(ranks), max_rank)
         self.manager = PolicyServerManager.create(
-            config, server_prefix=f"vllm_{name}_", replica_class=adapter_replica_class(config.trainer.device, name)
+            config, server_prefix=f"vllm_{name}_", replica_class=adapter_replica_class(device, name)
         )
         self.servers = replica_servers(self.manager)
         self.client = self.manager.get_client()
@@ -102,7 +103,7 @@ class AdapterSync:
 
 
 def build_adapter_policies(
-    cfg: DictConfig,
+    run: RunConfig,
     settings: dict[str, EngineSettings],
     engines: dict[str, PolicyEngine],
     loss_fn,
@@ -114,7 +115,7 @@ def build_adapter_policies(
     for name, s in settings.items():
         bases.setdefault(s.model_path, {})[name] = s.lora.rank
     servers = {
-        path: AdapterServer(cfg, path, next(iter(settings.values())).dtype, ranks, f"adapters{i}")
+        path: AdapterServer(run, path, next(iter(settings.values())).dtype, ranks, f"adapters{i}")
         for i, (path, ranks) in enumerate(bases.items())
     }
     policies = {}

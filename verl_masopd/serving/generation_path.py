@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 
-from omegaconf import DictConfig
-
 from verl_masopd.config_errors import ConfigError
 from verl_masopd.serving.vllm_cpu import installed_cpu_version, version_problem
 
@@ -25,24 +23,31 @@ FOUND = object()  # "look at what this machine has"
 
 
 def select_generation_path(
-    cfg: DictConfig, *, gpus: int | None = None, vllm_importable: bool | None = None, vllm_cpu_version=FOUND
+    name: str,
+    placement: str,
+    device: str,
+    *,
+    gpus: int | None = None,
+    vllm_importable: bool | None = None,
+    vllm_cpu_version=FOUND,
 ) -> str:
-    """HF or VLLM for `cfg`; a ConfigError naming the key when the choice cannot run here.
+    """HF or VLLM for the rollout `name` (actor_rollout_ref.rollout.name) with `placement`
+    (engines.placement) on `device` (trainer.device); a ConfigError naming the key when the choice
+    cannot run here.
 
     gpus / vllm_importable / vllm_cpu_version: what this machine has (default: torch.cuda.device_count(),
     whether `vllm` can be imported, the installed `vllm-cpu` version or None).
     """
-    name = cfg.actor_rollout_ref.rollout.name
     if name not in (HF, VLLM):
         raise ConfigError(f"{NAME_KEY}: must be {HF!r} or {VLLM!r}, got {name!r}")
     if name == HF:
         return HF
-    if cfg.engines.placement != "ray":
+    if placement != "ray":
         raise ConfigError(
-            f"engines.placement={cfg.engines.placement}: {NAME_KEY}={VLLM} runs each policy's vLLM "
+            f"engines.placement={placement}: {NAME_KEY}={VLLM} runs each policy's vLLM "
             "servers on its Ray worker group and needs engines.placement=ray"
         )
-    if cfg.trainer.device == "cpu":
+    if device == "cpu":
         problem = version_problem(installed_cpu_version() if vllm_cpu_version is FOUND else vllm_cpu_version)
         if problem is not None:
             raise ConfigError(f"{NAME_KEY}={VLLM} with trainer.device=cpu: {problem}; or use {NAME_KEY}={HF}")
@@ -55,7 +60,7 @@ def select_generation_path(
         vllm_importable = importlib.util.find_spec("vllm") is not None
     if gpus < 1:
         raise ConfigError(
-            f"{NAME_KEY}={VLLM} with trainer.device={cfg.trainer.device} needs GPUs, but torch sees "
+            f"{NAME_KEY}={VLLM} with trainer.device={device} needs GPUs, but torch sees "
             f"none; use {NAME_KEY}={HF} or trainer.device=cpu (preset=cpu) on this machine"
         )
     if not vllm_importable:

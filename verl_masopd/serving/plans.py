@@ -43,12 +43,14 @@ servers with), and the engine's dtype, so that the servers' log-probs equal the 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
+from verl_masopd.trainer.config import ServingSection, TrainerSection
 
 CPU_ROLLOUT = {
     "enable_sleep_mode": False,
@@ -64,7 +66,8 @@ class PolicyServing:
 
     pool: the resource pool's `name_prefix`; workers: the worker group's `name_prefix`;
     server_prefix: the vLLM server actors' prefix (`{server_prefix}server_{replica}_{node}`);
-    gpus_per_node: the pool's GPUs on each of its nodes; replicas: vLLM replicas of the policy.
+    gpus_per_node: the pool's GPUs on each of its nodes; replicas: vLLM replicas of the policy;
+    seed: the policy's `rollout.seed`; nodes: the nodes one replica spans.
     """
 
     policy: str
@@ -74,32 +77,39 @@ class PolicyServing:
     server_prefix: str
     gpus_per_node: tuple[int, ...]
     replicas: int
+    seed: int
+    nodes: int
 
     @property
     def seeds(self) -> tuple[int, ...]:
         """The vLLM sampling seed of each replica (vLLM uses replica_rank + rollout.seed)."""
-        base = int(self.config.actor_rollout_ref.rollout.seed)
-        return tuple(base + r for r in range(self.replicas))
+        return tuple(self.seed + r for r in range(self.replicas))
 
     def server_names(self) -> list[str]:
         """The Ray names of the policy's vLLM server actors (one per replica and node)."""
-        nodes = replica_nodes(self.config)
-        return [f"{self.server_prefix}server_{r}_{n}" for r in range(self.replicas) for n in range(nodes)]
+        return [f"{self.server_prefix}server_{r}_{n}" for r in range(self.replicas) for n in range(self.nodes)]
 
 
-def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str, max_logprobs: int = 0) -> DictConfig:
+def verl_config(composed: Mapping) -> DictConfig:
+    """A copy of the resolved config (the run config's `composed` record) for verl's constructors,
+    which take their config as OmegaConf."""
+    return OmegaConf.create(copy.deepcopy(dict(composed)))
+
+
+def plan_teacher_serving(
+    composed: Mapping, serving: ServingSection, device: str, model_path: str, dtype: str, max_logprobs: int = 0
+) -> DictConfig:
     """The config copy for a frozen model's standalone vLLM servers (the teacher): `model_path`
-    served by one replica per node of `engines.gpus_per_engine` GPUs (one on CPU), in `dtype`;
+    served by one replica of `serving`'s world size on one node, on `device` (trainer.device), in `dtype`;
     `max_logprobs` > 0 (the top k of a top-k distillation mode) raises vLLM's `max_logprobs`
     (`rollout.engine_kwargs.vllm`) to at least that."""
-    config = copy.deepcopy(cfg)
-    OmegaConf.resolve(config)
+    config = verl_config(composed)
     section = config.actor_rollout_ref
     with open_dict(section):
         section.model.path = model_path
         section.rollout.nnodes = 1
-        section.rollout.n_gpus_per_node = rollout_world_size(cfg)
-        if config.trainer.device == "cpu" and section.rollout.name == "vllm":
+        section.rollout.n_gpus_per_node = serving.world_size
+        if device == "cpu" and serving.name == "vllm":
             section.rollout.update(CPU_ROLLOUT, dtype=dtype)
         if max_logprobs:
             vllm_kwargs = section.rollout.engine_kwargs.vllm
@@ -107,12 +117,14 @@ def plan_teacher_serving(cfg: DictConfig, model_path: str, dtype: str, max_logpr
     return config
 
 
-def plan_adapter_serving(cfg: DictConfig, model_path: str, dtype: str, adapters: int, max_rank: int) -> DictConfig:
+def plan_adapter_serving(
+    composed: Mapping, serving: ServingSection, device: str, model_path: str, dtype: str, adapters: int, max_rank: int
+) -> DictConfig:
     """The config copy for one base model's standalone vLLM servers with `adapters` LoRA slots
     (serving/adapter_servers.py): `plan_teacher_serving`'s, with vLLM's `enable_lora`, `max_loras`
     = `adapters` and `max_lora_rank` = `max_rank` (one of vLLM's allowed ranks) given through
     verl's `rollout.engine_kwargs.vllm`, and verl's own single-adapter LoRA off (`model.lora_rank` 0)."""
-    config = plan_teacher_serving(cfg, model_path, dtype)
+    config = plan_teacher_serving(composed, serving, device, model_path, dtype)
     with open_dict(config.actor_rollout_ref):
         config.actor_rollout_ref.model.lora_rank = 0
         config.actor_rollout_ref.rollout.engine_kwargs.vllm.update(
@@ -121,44 +133,40 @@ def plan_adapter_serving(cfg: DictConfig, model_path: str, dtype: str, adapters:
     return config
 
 
-def rollout_world_size(cfg: DictConfig) -> int:
-    """GPUs of one vLLM replica: TP · DP · PP."""
-    rollout = cfg.actor_rollout_ref.rollout
-    return int(rollout.tensor_model_parallel_size * rollout.data_parallel_size * rollout.pipeline_model_parallel_size)
-
-
-def replica_nodes(cfg: DictConfig) -> int:
-    """Nodes one replica spans (verl's RolloutReplica: world size over GPUs per node)."""
-    world = rollout_world_size(cfg)
-    return world // min(int(cfg.actor_rollout_ref.rollout.n_gpus_per_node), world)
-
-
-def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: EngineSettings) -> PolicyServing:
-    """The config copy and names of policy number `index` (0-based) with engine `settings`."""
-    gpus = int(cfg.engines.gpus_per_engine)
-    world = rollout_world_size(cfg)
+def plan_policy_serving(
+    composed: Mapping,
+    serving: ServingSection,
+    trainer: TrainerSection,
+    gpus: int,
+    policy: str,
+    index: int,
+    settings: EngineSettings,
+) -> PolicyServing:
+    """The config copy and names of policy number `index` (0-based) with engine `settings`, over
+    `gpus` GPUs (engines.gpus_per_engine)."""
+    world = serving.world_size
     if gpus % world:
         raise ConfigError(
             f"engines.gpus_per_engine={gpus} is not a multiple of one vLLM replica's GPUs "
             f"(actor_rollout_ref.rollout.tensor_model_parallel_size x data_parallel_size x "
             f"pipeline_model_parallel_size = {world})"
         )
-    per_node = min(gpus, int(cfg.trainer.n_gpus_per_node))
+    per_node = min(gpus, trainer.n_gpus_per_node)
     if gpus % per_node:
         raise ConfigError(
             f"engines.gpus_per_engine={gpus} does not fill whole nodes of "
-            f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node} GPUs"
+            f"trainer.n_gpus_per_node={trainer.n_gpus_per_node} GPUs"
         )
     replicas = gpus // world
-    config = copy.deepcopy(cfg)
-    OmegaConf.resolve(config)
+    seed = serving.seed + index * replicas
+    config = verl_config(composed)
     section = config.actor_rollout_ref
     with open_dict(section):
         section.model.path = settings.model_path
-        section.rollout.seed = int(cfg.actor_rollout_ref.rollout.seed) + index * replicas
+        section.rollout.seed = seed
         section.rollout.checkpoint_engine.backend = "naive"
         optim = section.actor.optim
-        optim.total_training_steps = int(cfg.trainer.total_training_steps)
+        optim.total_training_steps = trainer.total_training_steps
         optim.lr, optim.weight_decay, optim.clip_grad = settings.lr, settings.weight_decay, settings.grad_clip
         section.actor.fsdp_config.update(precision_fields(settings), seed=settings.seed)
         # micro-batches by tokens, as the project's engine: a policy's row count varies per step
@@ -169,9 +177,9 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: Engi
         )
         section.actor.checkpoint.save_contents = list(CHECKPOINT_SAVE)
         section.actor.checkpoint.load_contents = list(CHECKPOINT_LOAD)
-        if config.trainer.device == "cpu":
+        if trainer.device == "cpu":
             section.model.override_config.attn_implementation = "sdpa"  # flash-attn needs a GPU
-            if section.rollout.name == "vllm":
+            if serving.name == "vllm":
                 section.rollout.update(CPU_ROLLOUT, dtype=settings.dtype)
     return PolicyServing(
         policy=policy,
@@ -181,4 +189,6 @@ def plan_policy_serving(cfg: DictConfig, policy: str, index: int, settings: Engi
         server_prefix=f"vllm_{policy}_",
         gpus_per_node=(per_node,) * (gpus // per_node),
         replicas=replicas,
+        seed=seed,
+        nodes=serving.nodes,
     )

@@ -42,6 +42,7 @@ naming the key.
 
 from __future__ import annotations
 
+import copy
 import errno
 import hashlib
 import json
@@ -54,13 +55,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.file_digest import relative_files, sha256_of
+
+if TYPE_CHECKING:
+    from verl_masopd.trainer.config import TrainerSection
 
 logger = logging.getLogger(__name__)
 
@@ -113,25 +118,25 @@ def step_dir(root: str | os.PathLike, step: int) -> Path:
     return Path(root) / f"{STEP_PREFIX}{step}"
 
 
-def comparable_config(cfg: DictConfig) -> dict:
-    """The resolved config without `RESUME_FREE_KEYS`."""
-    container = OmegaConf.to_container(cfg, resolve=True)
+def comparable_config(composed: Mapping) -> dict:
+    """The resolved config (the run config's `composed` record) without `RESUME_FREE_KEYS`."""
+    container = copy.deepcopy(dict(composed))
     for key in RESUME_FREE_KEYS:
         section, name = key.split(".")
         container.get(section, {}).pop(name, None)
     return container
 
 
-def config_hash(cfg: DictConfig) -> str:
+def config_hash(composed: Mapping) -> str:
     """sha256 of the resolved config, `RESUME_FREE_KEYS` left out."""
-    text = json.dumps(comparable_config(cfg), sort_keys=True, default=str)
+    text = json.dumps(comparable_config(composed), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def changed_config_keys(checkpoint: str | os.PathLike, cfg: DictConfig) -> list[str]:
-    """Dotted keys whose value differs between the checkpoint's config and `cfg`."""
-    saved = comparable_config(OmegaConf.load(Path(checkpoint) / CONFIG_FILE))
-    return sorted(_differences(saved, comparable_config(cfg)))
+def changed_config_keys(checkpoint: str | os.PathLike, composed: Mapping) -> list[str]:
+    """Dotted keys whose value differs between the checkpoint's config and the resolved config `composed`."""
+    saved = comparable_config(OmegaConf.to_container(OmegaConf.load(Path(checkpoint) / CONFIG_FILE)))
+    return sorted(_differences(saved, comparable_config(composed)))
 
 
 def _differences(a, b, prefix: str = "") -> set[str]:
@@ -158,16 +163,17 @@ def restore_rng_state(state: dict) -> None:
 def save_checkpoint(
     root: str | os.PathLike,
     state: TrainerState,
-    cfg: DictConfig,
+    composed: Mapping,
     components: Mapping[str, ComponentWriter],
     max_to_keep: int | None = None,
 ) -> Path:
     """Write checkpoint `state.step` atomically, with its manifest, and return its folder.
 
-    Each `components[name](folder)` writes into `<checkpoint>/<name>/` (already created). Keeps
-    the newest `max_to_keep` checkpoints (None or <= 0: all). CheckpointError when `root` already
-    holds this step or a later one, and when the write fails for lack of space or permission
-    (other failures propagate as they are); the temporary folder is removed either way.
+    `composed` (the resolved config) is saved as config.yaml. Each `components[name](folder)`
+    writes into `<checkpoint>/<name>/` (already created). Keeps the newest `max_to_keep`
+    checkpoints (None or <= 0: all). CheckpointError when `root` already holds this step or a
+    later one, and when the write fails for lack of space or permission (other failures propagate
+    as they are); the temporary folder is removed either way.
     """
     root = Path(root)
     final = step_dir(root, state.step)
@@ -184,7 +190,7 @@ def save_checkpoint(
         temp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{state.step}_", dir=root))
         part = "the trainer state"
         (temp / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
-        OmegaConf.save(cfg, temp / CONFIG_FILE, resolve=True)
+        OmegaConf.save(OmegaConf.create(composed), temp / CONFIG_FILE)
         torch.save(capture_rng_state(), temp / RNG_FILE)
         for name, write in components.items():
             part = name
@@ -316,7 +322,7 @@ def find_resume_point(root: str | os.PathLike, resume_mode: str, resume_from_pat
     return None
 
 
-def prepare_checkpoint_folder(cfg: DictConfig) -> Path | None:
+def prepare_checkpoint_folder(trainer: TrainerSection) -> Path | None:
     """The start-up checks of `trainer.default_local_dir` (the module docstring's "Resuming"), run
     before any model loads; returns the checkpoint the run resumes from, None for a fresh start.
 
@@ -325,15 +331,8 @@ def prepare_checkpoint_folder(cfg: DictConfig) -> Path | None:
     has less free space than the checkpoint resumed from takes. In auto mode the damaged
     checkpoints newer than the resume point are moved aside (warned about).
     """
-    trainer = cfg.trainer
     root = Path(trainer.default_local_dir).expanduser()
     mode = trainer.resume_mode
-    require(mode in RESUME_MODES, "trainer.resume_mode", f"must be one of {RESUME_MODES}, got {mode!r}")
-    require(
-        mode != "resume_path" or bool(trainer.resume_from_path),
-        "trainer.resume_from_path",
-        "trainer.resume_mode=resume_path needs the checkpoint to resume from",
-    )
     where = _nearest_existing(root)
     problem = _refuses_entries(where)
     require(problem is None, "trainer.default_local_dir", f"{root} is not writable ({problem}: {where})")

@@ -11,9 +11,13 @@ culprit key(s):
   3. the rules that span sections (`_check_*`): the workflow builds, per-policy starting points
      name real policies and are not combined with one shared policy, model folders and data
      files exist, teacher and students share a tokenizer, logging backends exist.
-verl's own sections are validated by verl's dataclasses when the trainer converts them;
-`verl_algo_config` converts `algorithm` without the project's estimator sections and
-`per_role`, which verl's structured `AlgoConfig` would reject.
+verl's own sections are validated by verl's dataclasses: `actor_rollout_ref.actor` is converted
+here, once, to verl's `FSDPActorConfig` (trainer/actor_loss.py) and its settings the trainer would
+ignore are refused; `verl_algo_config` converts `algorithm` without the project's estimator
+sections and `per_role`, which verl's structured `AlgoConfig` would reject.
+
+The composed config is read here and nowhere else: the trainer and everything it builds take the
+`RunConfig` (or the part they need), whose `composed` record is what checkpoints save and hash.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
     ConfigKeyError,
     InterpolationResolutionError,
+    InterpolationToMissingValueError,
     MissingMandatoryValue,
     OmegaConfBaseException,
 )
@@ -45,6 +50,7 @@ from verl_masopd.extensions import import_extensions
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.teacher.teachers import Teachers, read_teachers
+from verl_masopd.trainer.actor_loss import ActorLoss, actor_loss, check_actor_settings
 from verl_masopd.trainer.checkpoint import RESUME_MODES
 from verl_masopd.trainer.lora import policy_loras
 from verl_masopd.trainer.model_conventions import check_model_conventions
@@ -236,8 +242,13 @@ class TrainerSection:
     default_local_dir: str
     max_actor_ckpt_to_keep: Optional[int]
     device: str
+    n_gpus_per_node: int
+    project_name: str
+    experiment_name: str
+    logger: Any  # a backend name or a list of them, read as a tuple
 
     def __post_init__(self):
+        self.logger = (self.logger,) if isinstance(self.logger, str) else tuple(self.logger)
         _at_least("trainer.total_training_steps", self.total_training_steps, 0)
         _one_of("trainer.device", self.device, DEVICES)
         _one_of("trainer.resume_mode", self.resume_mode, RESUME_MODES)
@@ -248,9 +259,35 @@ class TrainerSection:
         )
 
 
+@dataclass
+class ServingSection:
+    """verl's `actor_rollout_ref.rollout` keys the trainer reads: the generation path (`name`: hf
+    or vllm) and the layout and seed of one vLLM replica."""
+
+    name: str
+    tensor_model_parallel_size: int
+    data_parallel_size: int
+    pipeline_model_parallel_size: int
+    n_gpus_per_node: int
+    seed: int
+
+    @property
+    def world_size(self) -> int:
+        """GPUs of one vLLM replica: TP · DP · PP."""
+        return self.tensor_model_parallel_size * self.data_parallel_size * self.pipeline_model_parallel_size
+
+    @property
+    def nodes(self) -> int:
+        """Nodes one replica spans (verl's RolloutReplica: world size over GPUs per node)."""
+        return self.world_size // min(self.n_gpus_per_node, self.world_size)
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """The validated project settings; verl's sections stay in the composed config."""
+    """The validated settings of a run: the project's sections, the verl keys the trainer reads
+    (`serving`, `actor`: verl's actor config and loss), and `composed`, the resolved config as a
+    record (plain containers, never changed): what a checkpoint saves as config.yaml and hashes for
+    resuming, what the trackers receive, and what the copies for verl's own workers start from."""
 
     workflow: WorkflowSection
     rollout: RolloutSection
@@ -260,6 +297,8 @@ class RunConfig:
     engines: EnginesSection
     data: DataSection
     trainer: TrainerSection
+    serving: ServingSection
+    actor: ActorLoss
     estimator: EstimatorSettings
     policies: tuple[str, ...]
     train_files: tuple[str, ...]
@@ -271,10 +310,17 @@ class RunConfig:
     teachers: Teachers = field(default_factory=lambda: Teachers(()))  # teacher/teachers.py
     # verl's algorithm.rollout_correction: the correction of stale rows (trainer/staleness.py)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    composed: dict = field(default_factory=dict)
 
     def policy_path(self, policy: str) -> str:
         """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
         return self.students.policy_paths.get(policy, self.students.path)
+
+    @property
+    def hybrid(self) -> bool:
+        """The policies are verl's hybrid vLLM workers: the vllm generation path with full fine-tuning
+        (with LoRA, the policies share a multi-LoRA server per base instead)."""
+        return self.serving.name == "vllm" and not any(self.loras.values())
 
     @property
     def self_teacher(self) -> bool:
@@ -298,19 +344,52 @@ def build_workflow(w: WorkflowSection) -> Workflow:
     )
 
 
-def resolve_config(cfg: DictConfig) -> None:
-    """Resolve every interpolation of `cfg` in place; one that fails (an unknown estimator in
-    `${masopd_actor:...}`, an unset environment variable) is a ConfigError naming its key."""
+def composed_record(cfg: DictConfig) -> dict:
+    """`cfg` with every interpolation resolved, as plain containers (`cfg` is not changed): the
+    record a run keeps (`RunConfig.composed`, a checkpoint's config.yaml), with teacher.model_path
+    set to the first teacher of `distillation.teacher_models` when it names none. An interpolation
+    that fails (an unknown estimator in `${masopd_actor:...}`, an unset environment variable) is a
+    ConfigError naming its key; one that refers to a missing value (`???`) names that value's key."""
     try:
-        OmegaConf.resolve(cfg)
+        record = OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationToMissingValueError as e:
+        unresolved = OmegaConf.to_container(cfg, resolve=False)
+        missing = [key for key in _missing_keys(unresolved) if f"Missing mandatory value: {key}" in str(e)]
+        raise ConfigError(f"{missing[0]}: a value is required" if missing else str(e).splitlines()[0]) from None
     except InterpolationResolutionError as e:
-        cause = e.__cause__ or e.__context__
-        message = str(cause) if cause is not None else str(e).splitlines()[0]
+        root = e
+        while (root.__cause__ or root.__context__) is not None:
+            root = root.__cause__ or root.__context__
+        if not isinstance(root, OmegaConfBaseException):  # a resolver's own error names its key
+            raise ConfigError(str(root)) from None
+        message = str(e).splitlines()[0]
         raise ConfigError(message if e.full_key is None else f"{e.full_key}: {message}") from None
+    models = (record.get("distillation") or {}).get("teacher_models") or {}
+    named = [str(entry["model_path"]) for entry in models.values() if entry and entry.get("model_path")]
+    if named and not (record.get("teacher") or {}).get("model_path"):
+        record["teacher"]["model_path"] = named[0]
+    return record
+
+
+def _missing_keys(node, prefix: str = ""):
+    """The dotted keys whose value is missing (`???`) in the plain containers `node`."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        if value == "???":
+            yield f"{prefix}{key}"
+        yield from _missing_keys(value, f"{prefix}{key}.")
 
 
 def validate_config(cfg: DictConfig) -> RunConfig:
-    """The run's settings from the composed config; raises ConfigError naming the culprit."""
+    """The run's settings from the composed config, read from its record (`composed_record`);
+    `cfg` is not changed. Raises ConfigError naming the culprit. The extensions of `imports` are
+    imported first: an estimator they register may be named in an interpolation."""
+    try:
+        import_extensions(list(OmegaConf.select(cfg, "imports", default=None) or []), "imports")
+    except (ValueError, OmegaConfBaseException) as e:
+        raise ConfigError(str(e)) from None
+    composed = composed_record(cfg)
+    cfg = OmegaConf.create(composed)
     source = OmegaConf.select(cfg, "teacher.source", default=PATH)
     models = OmegaConf.select(cfg, "distillation.teacher_models", default=None) or {}
     require(
@@ -320,10 +399,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         f"teacher.source={PATH}",
     )
     teachers = read_teachers(cfg, OmegaConf.select(cfg, "teacher.model_path", default=None))
-    if teachers.entries and not OmegaConf.select(cfg, "teacher.model_path", default=None):
-        cfg.teacher.model_path = teachers.entries[0].model_path  # the first of several teachers
     try:
-        import_extensions(list(cfg.get("imports") or []), "imports")
         estimator = validate_estimator_config(cfg)
     except (ValueError, OmegaConfBaseException) as e:
         raise ConfigError(str(e)) from None
@@ -335,8 +411,9 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     teacher = _read_section(cfg, "teacher", TeacherSection)
     pac = _read_section(cfg, "pac", PacSection)
     engines = _read_section(cfg, "engines", EnginesSection)
-    data = _read_fields(cfg, "data", DataSection)
-    trainer = _read_fields(cfg, "trainer", TrainerSection)
+    data = read_fields(cfg, "data", DataSection)
+    trainer = read_fields(cfg, "trainer", TrainerSection)
+    serving = read_fields(cfg, "actor_rollout_ref.rollout", ServingSection)
     longest = data.max_prompt_length + data.max_response_length
     require(
         engines.max_tokens_per_micro_batch >= longest,
@@ -344,15 +421,15 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         f"{engines.max_tokens_per_micro_batch} tokens cannot hold one sequence of data.max_prompt_length + "
         f"data.max_response_length = {longest} tokens",
     )
-    mini_batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
-    _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", mini_batch, 1)
+    actor = actor_loss(cfg)
+    _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", actor.config.ppo_mini_batch_size, 1)
     students = StudentsSection(
         _expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()}, students.lora
     )
     teacher = replace(
         teacher,
         model_path=_expand(teacher.model_path) if teacher.model_path else None,
-        share_prefix=_share_prefix(teacher, cfg.trainer.device),
+        share_prefix=_share_prefix(teacher, trainer.device),
     )
 
     teachers = replace(teachers, entries=tuple(replace(t, model_path=_expand(t.model_path)) for t in teachers.entries))
@@ -365,7 +442,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         "lora_base scores with one policy's base model; several teachers need the engine or vllm backend",
     )
     loras = policy_loras(cfg, {p: students.policy_paths.get(p, students.path) for p in policies})
-    if cfg.actor_rollout_ref.rollout.name == "vllm":
+    if serving.name == "vllm":
         _check_vllm_loras(loras)
         require(
             rollout.max_off_policy == 0,
@@ -373,11 +450,12 @@ def validate_config(cfg: DictConfig) -> RunConfig:
             "the rollout beside the update runs on the hf generation path; "
             "use 0 with actor_rollout_ref.rollout.name=vllm",
         )
+    check_actor_settings(cfg, hybrid=serving.name == "vllm" and not any(loras.values()))
     _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})
     _check_frozen_loras(teacher, loras)
     train_files = _data_files(cfg, "data.train_files", required=True)
     val_files = _data_files(cfg, "data.val_files", required=False)
-    _check_loggers(cfg)
+    _check_loggers(trainer.logger)
 
     return RunConfig(
         workflow=workflow,
@@ -388,6 +466,8 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         engines=engines,
         data=data,
         trainer=trainer,
+        serving=serving,
+        actor=actor,
         estimator=estimator,
         policies=policies,
         train_files=train_files,
@@ -400,6 +480,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         loras=loras,
         teachers=teachers,
         rollout_correction=correction,
+        composed=composed,
     )
 
 
@@ -432,7 +513,7 @@ def _read_section(cfg: DictConfig, key: str, schema: type):
         raise ConfigError(f"{key}.{e.full_key}: {str(e.msg).splitlines()[0]}") from None
 
 
-def _read_fields(cfg: DictConfig, key: str, schema: type):
+def read_fields(cfg: DictConfig, key: str, schema: type):
     """The fields of dataclass `schema` from section `key`, whose other keys belong to verl."""
     node = OmegaConf.select(cfg, key)
     if node is None:
@@ -556,9 +637,7 @@ def _data_files(cfg: DictConfig, key: str, required: bool) -> tuple[str, ...]:
     return tuple(_expand(f) for f in files)
 
 
-def _check_loggers(cfg: DictConfig) -> None:
-    loggers = cfg.trainer.logger
-    loggers = [loggers] if isinstance(loggers, str) else list(loggers)
+def _check_loggers(loggers: tuple[str, ...]) -> None:
     unknown = [name for name in loggers if name not in Tracking.supported_backend]
     require(not unknown, "trainer.logger", f"unknown backend(s) {unknown}; verl supports {Tracking.supported_backend}")
 

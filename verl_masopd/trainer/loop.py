@@ -37,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from transformers import AutoTokenizer
 from verl import DataProto
 
@@ -60,7 +59,7 @@ from verl_masopd.rollout.tree import TreeSampler
 from verl_masopd.serving.adapter_policies import build_adapter_policies
 from verl_masopd.serving.generation_path import VLLM, check_teacher_backend, select_generation_path
 from verl_masopd.serving.hybrid_policy import build_vllm_policy
-from verl_masopd.serving.plans import plan_policy_serving, rollout_world_size
+from verl_masopd.serving.plans import PolicyServing, plan_policy_serving
 from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.attribution import Attributions, Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
@@ -70,7 +69,6 @@ from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.overlap import Scored, ScoringAsDone
 from verl_masopd.teacher.scoring import ScoringStats, TeacherScoring
 from verl_masopd.teacher.teachers import POLICY, Teacher, Teachers, check_teachers, self_teachers
-from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.trainer.background_rollout import BackgroundRollout, Rollout
 from verl_masopd.trainer.checkpoint import (
     TrainerState,
@@ -86,8 +84,7 @@ from verl_masopd.trainer.config import (
     REFERENCE,
     ConfigError,
     DataSection,
-    resolve_config,
-    validate_config,
+    RunConfig,
 )
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.distillation_loss import DistillationActorLoss
@@ -108,23 +105,21 @@ def hf_backend(policy: str, model_path: str, seed: int) -> GenerationBackend:
 
 
 class Trainer:
-    """Builds every part from the composed config (validated first) and runs `fit`.
+    """Builds every part from the run config (`validate_config` of the composed config) and runs `fit`.
 
     `backend_factory(policy, model_path, seed)` makes each policy's generation backend on the
     hf generation path (default: the HF backend); on the vllm path (serving/generation_path.py)
     each policy is verl's hybrid actor with its own vLLM servers (serving/hybrid_policy.py).
     """
 
-    def __init__(self, cfg: DictConfig, backend_factory: BackendFactory = hf_backend):
-        self.cfg = cfg
-        self.run = validate_config(cfg)
-        self.resume_point = prepare_checkpoint_folder(cfg)  # before any model loads
-        self.generation = select_generation_path(cfg)
+    def __init__(self, run: RunConfig, backend_factory: BackendFactory = hf_backend):
+        self.run = run
+        self.resume_point = prepare_checkpoint_folder(run.trainer)  # before any model loads
+        self.generation = select_generation_path(run.serving.name, run.engines.placement, run.trainer.device)
         # on vllm, LoRA policies share one multi-LoRA server per base (serving/adapter_policies.py),
         # full fine-tuning runs a hybrid worker per policy (serving/hybrid_policy.py)
         adapters = self.generation == VLLM and any(self.run.loras.values())
-        self.hybrid = self.generation == VLLM and not adapters
-        check_actor_settings(cfg, self.hybrid)
+        self.hybrid = self.run.hybrid
         check_teacher_backend(self.run.teacher.backend, self.generation)
         self.estimator = self.run.estimator
         self.workflow = self.run.built_workflow
@@ -157,12 +152,10 @@ class Trainer:
         standalone = loaded * (self.run.teacher.backend == VLLM)
         if adapters:
             standalone += len({self.run.policy_path(p) for p in self.run.policies})
-        server_gpus = rollout_world_size(cfg) * standalone
+        server_gpus = self.run.serving.world_size * standalone
         self.placement = EnginePlacement(self.run.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
-        self.num_mini_batches = max(
-            1, -(-self.run.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
-        )
+        self.num_mini_batches = max(1, -(-self.run.data.train_batch_size // self.run.actor.config.ppo_mini_batch_size))
         self.servers: list = []  # what `close` stops: hybrid policies, adapter servers, the teacher's servers
         self.policies = self._build_policies(backend_factory)
         self.reference = self.teacher = self.attributor = self.judge = self.critic = None
@@ -206,16 +199,15 @@ class Trainer:
 
     def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
-        actor = self.cfg.actor_rollout_ref.actor
-        loss_fn = actor_loss(self.cfg)
+        loss_fn = actor = self.run.actor
         if self.estimator.distillation.in_engine:
-            loss_fn = DistillationActorLoss(loss_fn.config, self.estimator.distillation)
-        grad_clip = self.estimator.actor_grad_clip(actor.grad_clip)
+            loss_fn = DistillationActorLoss(actor.config, self.estimator.distillation)
+        grad_clip = self.estimator.actor_grad_clip(actor.config.grad_clip)
         settings = {
             name: EngineSettings(
                 model_path=self.run.policy_path(name),
-                lr=actor.optim.lr,
-                weight_decay=actor.optim.weight_decay,
+                lr=actor.config.optim.lr,
+                weight_decay=actor.config.optim.weight_decay,
                 grad_clip=grad_clip,
                 dtype=self.run.engines.dtype,
                 max_tokens_per_micro_batch=self.run.engines.max_tokens_per_micro_batch,
@@ -226,14 +218,14 @@ class Trainer:
         }
         if self.hybrid:
             policies = {
-                name: build_vllm_policy(plan_policy_serving(self.cfg, name, i, s), s, loss_fn, self.num_mini_batches)
+                name: build_vllm_policy(self._policy_serving(name, i, s), s, loss_fn, self.num_mini_batches)
                 for i, (name, s) in enumerate(settings.items())
             }
             self.servers += policies.values()
             return policies
         if self.generation == VLLM:
             engines = {name: self.placement.build(s, name) for name, s in settings.items()}
-            policies, servers = build_adapter_policies(self.cfg, settings, engines, loss_fn, self.num_mini_batches)
+            policies, servers = build_adapter_policies(self.run, settings, engines, loss_fn, self.num_mini_batches)
             self.servers += servers
             return policies
         policies = {}
@@ -243,6 +235,11 @@ class Trainer:
                 name, engine, backend_factory(name, s.model_path, s.seed), loss_fn, self.num_mini_batches
             )
         return policies
+
+    def _policy_serving(self, name: str, index: int, settings: EngineSettings) -> PolicyServing:
+        run = self.run
+        gpus = run.engines.gpus_per_engine
+        return plan_policy_serving(run.composed, run.serving, run.trainer, gpus, name, index, settings)
 
     def _engine(self, model_path: str, name: str) -> PolicyEngine:
         """A forward-only engine (the teacher, the reference policy)."""
@@ -323,9 +320,12 @@ class Trainer:
     def _model_scorer(self, teacher: Teacher, topk: int, name: str):
         """A scorer over a model of its own (`teacher.model_path`): vLLM servers named `teacher_{name}`
         (`teacher` for the one teacher) or a forward-only engine named `name`."""
-        if self.run.teacher.backend == VLLM:
+        run = self.run
+        if run.teacher.backend == VLLM:
             servers_name = "teacher" if name == "teacher" else f"teacher_{name}"
-            servers = VllmTeacher(self.cfg, teacher.model_path, self.run.engines.dtype, name=servers_name, topk=topk)
+            servers = VllmTeacher(
+                run.composed, run.serving, run.trainer.device, teacher.model_path, run.engines.dtype, servers_name, topk
+            )
             self.servers.append(servers)
             return servers.scorer
         engine = self._engine(teacher.model_path, name)
@@ -369,7 +369,7 @@ class Trainer:
     def fit(self) -> dict[str, float]:
         """Train until trainer.total_training_steps; returns the last step's metrics."""
         self._resume()
-        tracking = open_tracking(self.cfg)
+        tracking = open_tracking(self.run.trainer, self.run.composed)
         metrics: dict[str, float] = {}
         try:
             if self.val_problems and self.run.trainer.val_before_train and self.step == 0:
@@ -479,9 +479,11 @@ class Trainer:
         }
         if self.critic is not None:
             components["critic"] = lambda folder: torch.save(self.critic.state_dict(), folder / CRITIC_FILE)
-        state = TrainerState(step=self.step, data_position=self.data_position, config_hash=config_hash(self.cfg))
+        state = TrainerState(
+            step=self.step, data_position=self.data_position, config_hash=config_hash(self.run.composed)
+        )
         return save_checkpoint(
-            self.checkpoint_root, state, self.cfg, components, self.run.trainer.max_actor_ckpt_to_keep
+            self.checkpoint_root, state, self.run.composed, components, self.run.trainer.max_actor_ckpt_to_keep
         )
 
     def close(self) -> None:
@@ -636,8 +638,7 @@ def _timed(timings: dict[str, float], key: str):
     timings[key] = timings.get(key, 0.0) + time.perf_counter() - start
 
 
-def run(cfg: DictConfig) -> dict[str, float]:
-    """Validate `cfg`, start Ray where the placement needs it, train; the entry point's body."""
-    resolve_config(cfg)
+def run(config: RunConfig) -> dict[str, float]:
+    """Train the run `config` describes; the entry point's body."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return Trainer(cfg).fit()
+    return Trainer(config).fit()

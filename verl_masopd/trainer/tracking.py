@@ -12,21 +12,23 @@ later with `wandb sync`).
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
 from verl.utils.tracking import Tracking
 
+from verl_masopd.trainer.config import TrainerSection
 
-def open_tracking(cfg: DictConfig) -> Tracking:
-    """verl's `Tracking` for the backends of `trainer.logger`; call `.log(metrics, step)`, then `.finish()`."""
-    trainer = cfg.trainer
+
+def open_tracking(trainer: TrainerSection, composed: Mapping) -> Tracking:
+    """verl's `Tracking` for the backends of `trainer.logger`, given the resolved config `composed`
+    (the run config's record); call `.log(metrics, step)`, then `.finish()`."""
     os.environ.setdefault("TENSORBOARD_DIR", str(Path(trainer.default_local_dir).expanduser() / "tensorboard"))
-    backends = [trainer.logger] if isinstance(trainer.logger, str) else list(trainer.logger)
     return Tracking(
         project_name=trainer.project_name,
         experiment_name=trainer.experiment_name,
-        default_backend=backends,
-        config=OmegaConf.to_container(cfg, resolve=True),
+        default_backend=list(trainer.logger),
+        config=copy.deepcopy(dict(composed)),
     )
