@@ -61,8 +61,19 @@ def part_of(path: Path) -> str:
 
 
 def imported_parts(tree: ast.AST) -> set[str]:
+    """The parts a module imports at run time; an import under `if TYPE_CHECKING:` names a type for
+    annotations only (the serving plans annotate with the trainer's typed config sections) and is no
+    edge."""
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
     names = []
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -23,6 +23,8 @@ the adapter's step, which the backend checks.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from verl_masopd.engine.policy import ServedPolicy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.hybrid_policy import eos_ids_of
@@ -30,7 +32,9 @@ from verl_masopd.serving.plans import plan_adapter_serving
 from verl_masopd.serving.policy_servers import PolicyServerManager, replica_servers, server_actors
 from verl_masopd.serving.server_backend import VerlServerBackend
 from verl_masopd.serving.vllm_cpu import call_timeout_s
-from verl_masopd.trainer.config import RunConfig
+
+if TYPE_CHECKING:
+    from verl_masopd.trainer.config import RunConfig
 
 
 class AdapterClient:
