@@ -113,16 +113,43 @@ class Trainer:
     """
 
     def __init__(self, run: RunConfig, backend_factory: BackendFactory = hf_backend):
+        """The trainer's parts, built in dependency order; each step names what it needs from before."""
         self.run = run
-        self.resume_point = prepare_checkpoint_folder(run.trainer)  # before any model loads
-        self.generation = select_generation_path(run.serving.name, run.engines.placement, run.trainer.device)
-        # on vllm, LoRA policies share one multi-LoRA server per base (serving/adapter_policies.py),
-        # full fine-tuning runs a hybrid worker per policy (serving/hybrid_policy.py)
-        adapters = self.generation == VLLM and any(self.run.loras.values())
+        # 1. the checkpoint folder and the resume point, before any model loads
+        self.resume_point = prepare_checkpoint_folder(run.trainer)
+        # 2. the generation path (hf, vllm hybrid, vllm multi-LoRA), from the serving keys alone
+        self._setup_generation()
+        # 3. the tokenizer and the problems (the stream is rewound by `_resume`)
+        self._setup_data()
+        # 4. the teachers and the checks of their routing (needs 3's workflow roles)
+        self._setup_teachers()
+        # 5. where each engine runs (needs 2 and 4: how many engines and servers)
+        self._setup_placement()
+        # 6. the policies: an engine and a generation backend each (needs 5)
+        self.servers: list = []  # what `close` stops: hybrid policies, adapter servers, the teacher's servers
+        self.policies = self._build_policies(backend_factory)
+        # 7. the scorers: reference, teacher (with PAC's attributor), judge, MARFT's critic (needs 5 and 6)
+        self._setup_scorers()
+        # 8. the rollout managers over the policies' backends (needs 3 and 6)
+        self._setup_rollout()
+        # 9. the step counter, the staleness bound and the data position a checkpoint records
+        self.checkpoint_root = Path(self.run.trainer.default_local_dir).expanduser()
+        self.step = 0
+        bound = self.run.rollout.max_off_policy
+        self.staleness = Staleness(bound, self.run.rollout_correction) if bound else None
+        self.background: BackgroundRollout | None = None  # started by the first step that needs it
+        self.data_position = self.stream.state_dict()  # after the problems of the last rollout trained
+
+    def _setup_generation(self) -> None:
+        self.generation = select_generation_path(
+            self.run.serving.name, self.run.engines.placement, self.run.trainer.device
+        )
         self.hybrid = self.run.hybrid
         check_teacher_backend(self.run.teacher.backend, self.generation)
         self.estimator = self.run.estimator
         self.workflow = self.run.built_workflow
+
+    def _setup_data(self) -> None:
         self.tokenizer = AutoTokenizer.from_pretrained(self.run.students.path)
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
@@ -133,11 +160,16 @@ class Trainer:
         domain = self.run.workflow.domain
         self.stream = _stream(_problems(self.run.train_files, domain, "data.train_files"), self.run.data)
         self.val_problems = _problems(self.run.val_files, domain, "data.val_files") if self.run.val_files else []
+
+    def _setup_teachers(self) -> None:
         self.teachers = self._teachers()
         if self.estimator.needs_teacher:
             check_teachers(self.teachers, self._routing_values(), self.estimator.distillation.uses_topk)
-
         self.teacher_models = self._teacher_models()
+
+    def _setup_placement(self) -> None:
+        """Engines: one per policy, per teacher model loaded on the engine backend, and the reference;
+        servers: the teacher's vLLM ones and, on vllm, one multi-LoRA server per base model."""
         # the teacher models loaded: each teacher's (path), one frozen copy per starting folder (frozen)
         loaded = len(self._frozen_copies()) if self.run.self_teacher else len(self.teacher_models)
         teacher_engines = loaded * (self.run.teacher.backend == "engine")
@@ -149,15 +181,17 @@ class Trainer:
             engines -= len(self.run.policies)
             num_cpus = len(self.run.policies) + max(engines, 1)
         # standalone vLLM servers: the teacher's, and one per base model of the LoRA policies
+        # (on vllm, LoRA policies share one multi-LoRA server per base, serving/adapter_policies.py;
+        # full fine-tuning runs a hybrid worker per policy, serving/hybrid_policy.py)
         standalone = loaded * (self.run.teacher.backend == VLLM)
-        if adapters:
+        if self.generation == VLLM and any(self.run.loras.values()):
             standalone += len({self.run.policy_path(p) for p in self.run.policies})
         server_gpus = self.run.serving.world_size * standalone
         self.placement = EnginePlacement(self.run.engines, engines, num_cpus, server_gpus)
         # optimizer steps per update: the step's problems in mini-batches of actor.ppo_mini_batch_size
         self.num_mini_batches = max(1, -(-self.run.data.train_batch_size // self.run.actor.config.ppo_mini_batch_size))
-        self.servers: list = []  # what `close` stops: hybrid policies, adapter servers, the teacher's servers
-        self.policies = self._build_policies(backend_factory)
+
+    def _setup_scorers(self) -> None:
         self.reference = self.teacher = self.attributor = self.judge = self.critic = None
         if self.estimator.needs_reference:
             self.reference = self._engine(self.run.policy_path(self.run.policies[0]), "reference")
@@ -176,6 +210,8 @@ class Trainer:
             self.critic = MarftCritic.from_pretrained(
                 self.run.students.path, self.estimator.options, self.run.trainer.seed
             )
+
+    def _setup_rollout(self) -> None:
         backends = {name: p.backend for name, p in self.policies.items()}
         common = dict(
             policy_sharing=self.run.workflow.policy_sharing,
@@ -190,12 +226,6 @@ class Trainer:
         self.val_manager = RolloutManager(
             self.workflow, backends, self.tokenizer, sampling=self.run.val_sampling, **common
         )
-        self.checkpoint_root = Path(self.run.trainer.default_local_dir).expanduser()
-        self.step = 0
-        bound = self.run.rollout.max_off_policy
-        self.staleness = Staleness(bound, self.run.rollout_correction) if bound else None
-        self.background: BackgroundRollout | None = None  # started by the first step that needs it
-        self.data_position = self.stream.state_dict()  # after the problems of the last rollout trained
 
     def _build_policies(self, backend_factory: BackendFactory) -> dict[str, Policy]:
         """One engine + generation backend per policy; the estimator's loss (actor config)."""
