@@ -22,6 +22,9 @@ Layout under --state (default .cache/real_model_learning):
                                     method: means over seeds; each method minus prompt_only, paired by
                                     seed (verl_masopd/report/paired.py)
 Resumable: a cell with done.json is skipped; one without (killed part-way) is deleted and redone.
+Across sessions (a new checkout has no --state): --archive DIR keeps each finished cell's done.json
+and its evaluation's summary and records in DIR/<method>/seed<s>/, and a cell found there is not
+run again.
 --save also copies the report to benchmarks/results/real_model_learning/results.{json,md}.
 """
 
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settings", default=str(RESULTS / "settings.json"))
     p.add_argument("--methods", help="comma-separated subset of the settings' methods")
     p.add_argument("--seeds", help="comma-separated subset of the settings' seeds")
+    p.add_argument("--archive", help="keep finished cells here across sessions")
     p.add_argument("--save", action="store_true", help="also write benchmarks/results/real_model_learning/results.*")
     return p
 
@@ -130,9 +134,27 @@ def environment() -> dict:
     return {**os.environ, "VERL_PLATFORM": "cpu", "RAY_AUTH_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def cell_result(name: str, seed: int, state: Path, model: str, files: tuple[str, str], settings: dict) -> dict:
+ARCHIVED = (DONE, "eval/summary.csv", "eval/summary.md", "eval/records.jsonl")
+
+
+def archive_cell(cell: Path, target: Path) -> None:
+    """The finished cell's result and evaluation, without checkpoints; done.json written last."""
+    for name in (*ARCHIVED[1:], DONE):
+        if (cell / name).exists():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(cell / name, target / name)
+
+
+def cell_result(
+    name: str, seed: int, state: Path, model: str, files: tuple[str, str], settings: dict, archive: Path | None
+) -> dict:
     cell = state / "cells" / name / f"seed{seed}"
+    kept = archive / name / f"seed{seed}" if archive else None
+    if kept and (kept / DONE).exists():
+        return json.loads((kept / DONE).read_text())
     if (cell / DONE).exists():
+        if kept:
+            archive_cell(cell, kept)
         return json.loads((cell / DONE).read_text())
     shutil.rmtree(cell, ignore_errors=True)
     cell.mkdir(parents=True)
@@ -152,6 +174,8 @@ def cell_result(name: str, seed: int, state: Path, model: str, files: tuple[str,
         "eval_seconds": round(time.time() - trained, 1),
     }
     (cell / DONE).write_text(json.dumps(result, indent=2) + "\n")
+    if kept:
+        archive_cell(cell, kept)
     return result
 
 
@@ -196,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in methods if m not in settings["methods"]]
     if unknown:
         raise SystemExit(f"real_model_learning: --methods: {unknown[0]} is not a method of {args.settings}")
+    archive = Path(args.archive) if args.archive else None
     cells = []
     for seed in seeds:  # seed-major: every method has a result at the first seed before any has two
         for name in methods:
-            cells.append(cell_result(name, seed, state, model, files, settings))
+            cells.append(cell_result(name, seed, state, model, files, settings, archive))
             print(json.dumps(cells[-1]), flush=True)
     numbers = report(cells)
     table = markdown(numbers)

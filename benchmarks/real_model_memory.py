@@ -16,7 +16,7 @@ of that process and of every process below it (Ray's workers and vLLM's servers)
 and keeps each one's high-water mark, named by its process title (`ray::ClassName` for Ray's
 actors). Also recorded: the largest sum over all processes at one sample, each step's seconds and
 its split from the trainer's `timing_s/` metrics, and the load average around each case, since
-the machine may be shared. Writes benchmarks/results/real_model_memory.json.
+the machine may be shared. Writes benchmarks/results/NAME.json (--name, default real_model_memory).
 """
 
 from __future__ import annotations
@@ -65,15 +65,18 @@ SPLIT = ("rollout", "teacher", "log_prob", "update", "weight_sync")
 
 
 class MemorySampler(threading.Thread):
-    """RSS high-water mark of this process and every descendant, by pid, with its latest title."""
+    """High-water marks of this process and every descendant, by pid, with its most telling title:
+    RSS (counts pages shared between processes, such as forked libraries, once per process) and PSS
+    (each shared page split among the processes that map it), and the largest sum of each over all
+    processes at one sample. The PSS sum is the memory the run occupies; the RSS sum overstates it."""
 
-    def __init__(self, period_s: float = 0.25):
+    def __init__(self, period_s: float = 0.5):
         super().__init__(daemon=True)
         import psutil
 
         self.root, self.period_s = psutil.Process(), period_s
-        self.peaks: dict[int, tuple[str, int]] = {}
-        self.largest_total = 0
+        self.peaks: dict[int, tuple[str, int, int]] = {}
+        self.largest_rss = self.largest_pss = 0
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -83,25 +86,40 @@ class MemorySampler(threading.Thread):
     def sample(self) -> None:
         import psutil
 
-        total = 0
+        total_rss = total_pss = 0
         for process in [self.root, *self.root.children(recursive=True)]:
             try:
-                rss, title = process.memory_info().rss, _title(process.cmdline())
+                memory, cmdline, parent = process.memory_full_info(), process.cmdline(), process.ppid()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            total += rss
-            old_title, old_rss = self.peaks.get(process.pid, (title, 0))
-            self.peaks[process.pid] = (old_title if "IDLE" not in old_title else title, max(old_rss, rss))
-        self.largest_total = max(self.largest_total, total)
+            title = _title(cmdline)
+            if "spawn_main" in " ".join(cmdline):  # a multiprocessing child (vLLM's engine core): by its parent
+                title = f"spawned by {self.peaks.get(parent, ('?',))[0]}"
+            total_rss += memory.rss
+            total_pss += memory.pss
+            old_title, old_rss, old_pss = self.peaks.get(process.pid, (title, 0, 0))
+            self.peaks[process.pid] = (_telling(old_title, title), max(old_rss, memory.rss), max(old_pss, memory.pss))
+        self.largest_rss = max(self.largest_rss, total_rss)
+        self.largest_pss = max(self.largest_pss, total_pss)
 
     def report(self) -> dict:
         self.done.set()
         self.sample()
-        rows = sorted(((t, rss) for t, rss in self.peaks.values() if rss > 100 * 2**20), key=lambda r: -r[1])
+        rows = sorted((r for r in self.peaks.values() if r[1] > 100 * 2**20), key=lambda r: -r[2])
         return {
-            "processes_over_100_mib": [{"process": t, "peak_rss_gib": round(rss / GIB, 2)} for t, rss in rows],
-            "largest_sum_at_one_sample_gib": round(self.largest_total / GIB, 2),
+            "processes_over_100_mib": [
+                {"process": t, "peak_rss_gib": round(rss / GIB, 2), "peak_pss_gib": round(pss / GIB, 2)}
+                for t, rss, pss in rows
+            ],
+            "largest_rss_sum_at_one_sample_gib": round(self.largest_rss / GIB, 2),
+            "largest_pss_sum_at_one_sample_gib": round(self.largest_pss / GIB, 2),
         }
+
+
+def _telling(old: str, new: str) -> str:
+    """A Ray actor's class name once seen (a worker starts as `setup_worker.py` or `ray::IDLE`)."""
+    named = [t for t in (new, old) if t.startswith("ray::") and "IDLE" not in t]
+    return named[0] if named else new
 
 
 def _title(cmdline: list[str]) -> str:
@@ -118,7 +136,7 @@ def _title(cmdline: list[str]) -> str:
 
 
 def child(args) -> None:
-    """One case in this process; prints its JSON on the last line."""
+    """One case in this process; writes its JSON to --result (vLLM and Ray print after it ends)."""
     from verl_masopd.config import compose_config
     from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
@@ -162,7 +180,8 @@ def child(args) -> None:
         finally:
             trainer.close()
     memory = sampler.report()
-    print(json.dumps({"case": args.child, "build_s": round(build_s, 1), "steps": steps, **memory}))
+    result = {"case": args.child, "build_s": round(build_s, 1), "steps": steps, **memory}
+    Path(args.result).write_text(json.dumps(result))
 
 
 def main() -> None:
@@ -172,7 +191,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--problems", type=int, default=2)
     parser.add_argument("--response-tokens", type=int, default=64)
+    parser.add_argument("--name", default="real_model_memory", help="results file name (benchmarks/results/NAME.json)")
     parser.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -182,11 +203,13 @@ def main() -> None:
         command = [sys.executable, __file__, "--child", case, "--model", args.model, "--steps", str(args.steps)]
         command += ["--problems", str(args.problems), "--response-tokens", str(args.response_tokens)]
         load_before = os.getloadavg()
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode:
-            result = {"case": case, "failed": done.stderr.strip().splitlines()[-1:]}
-        else:
-            result = json.loads(done.stdout.strip().splitlines()[-1])
+        with tempfile.TemporaryDirectory(prefix="real-model-memory-result-") as folder:
+            written = Path(folder) / "case.json"
+            done = subprocess.run([*command, "--result", str(written)], capture_output=True, text=True)
+            if done.returncode or not written.exists():
+                result = {"case": case, "failed": done.stderr.strip().splitlines()[-3:]}
+            else:
+                result = json.loads(written.read_text())
         cases.append({**result, "load_average_before": load_before, "load_average_after": os.getloadavg()})
         print(json.dumps(cases[-1]), flush=True)
     report = {
@@ -205,7 +228,7 @@ def main() -> None:
         "cases": cases,
         "note": "a shared 2-core machine: step times depend on the load averages recorded with each case",
     }
-    save_result("real_model_memory", report)
+    save_result(args.name, report)
 
 
 if __name__ == "__main__":
