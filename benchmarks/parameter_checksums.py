@@ -8,6 +8,8 @@ capability), and rerun the "before" tree there rather than reading an earlier se
 The setup is the integration test's (tests/integration/test_trainer_estimators.py): the tiny
 student and teacher, one built-in problem per step, G = 2, horizon 2, 24 response tokens, local
 engines, and its scripted-mix backend (every other request answered correctly, so rewards vary).
+The runs are tests/integration/lockstep_fingerprints.py's, whose CI test checks a kernel-robust
+fingerprint of the same updates.
 Writes benchmarks/results/<name>.json. --student/--teacher pin the models, so that trees whose
 tiny-model builder differs (another tokenizer) are compared on the same weights. --set adds Hydra
 overrides to every run, so that a tree whose defaults changed is compared at the earlier values
@@ -35,24 +37,9 @@ import torch  # noqa: E402
 from results_file import save_result
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from conftest import ScriptedMixBackend  # noqa: E402
+from lockstep_fingerprints import CASES, STEPS, builtin_data, common_overrides, train  # noqa: E402
 
-from data_prep.schema import read_problems  # noqa: E402
-from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.tiny_models import cached_model  # noqa: E402
-from verl_masopd.trainer.config import validate_config  # noqa: E402
-from verl_masopd.trainer.loop import Trainer  # noqa: E402
-
-CASES = {
-    "masopd": ("math", ()),
-    "opd": ("code", ()),
-    "grpo": ("math", ()),
-    "magrpo": ("math", ()),
-    "marft": ("math", ()),
-    "cure": ("code", ("workflow.policy_sharing=shared", "workflow.horizon=1")),
-    "at_grpo": ("code", ("rollout.tree_sampling=true",)),
-}
-STEPS = 2
 
 
 def digest(state: dict[str, torch.Tensor]) -> str:
@@ -66,30 +53,8 @@ def digest(state: dict[str, torch.Tensor]) -> str:
 
 def checksums(estimator: str, common: list[str], data: dict[str, Path], work: Path) -> dict[str, str]:
     """{policy name (and "critic"): digest} after STEPS steps of `estimator`."""
-    domain, extra = CASES[estimator]
-    problems = read_problems(str(data[domain]))
-    cfg = compose_config(
-        [
-            *common,
-            f"workflow.domain={domain}",
-            f"data.train_files=[{data[domain]}]",
-            f"algorithm.adv_estimator={estimator}",
-            f"trainer.default_local_dir={work / estimator}",
-            *extra,
-        ]
-    )
-    trainer = Trainer(
-        validate_config(cfg), backend_factory=lambda p, path, seed: ScriptedMixBackend(path, seed, problems, domain)
-    )
-    try:
-        for _ in range(STEPS):
-            trainer.train_step()
-    finally:
-        trainer.close()
-    out = {name: digest(policy.engine.hf_state_dict()) for name, policy in trainer.policies.items()}
-    if trainer.critic is not None:
-        out["critic"] = digest(trainer.critic.head.state_dict())
-    return out
+    _, after = train(estimator, common, data, work)
+    return {part: digest(state) for part, state in after.items()}
 
 
 def folder_digest(folder: str) -> str:
@@ -113,25 +78,8 @@ def main() -> None:
     models = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"
     student = args.student or cached_model(models, size="tiny", seed=0)
     teacher = args.teacher or cached_model(models, size="small", seed=1)
-    data = {}
-    for domain in ("math", "code"):
-        data[domain] = work / f"{domain}.parquet"
-        command = [sys.executable, "-m", "data_prep", "builtin", "--domain", domain, "--output", str(data[domain])]
-        subprocess.run([*command, "--n", "8"], check=True, capture_output=True)
-    common = [
-        "preset=cpu",
-        "engines.placement=local",
-        f"students.path={student}",
-        f"teacher.model_path={teacher}",
-        "data.train_batch_size=1",
-        "data.max_response_length=24",
-        "rollout.group_size=2",
-        "workflow.horizon=2",
-        f"trainer.total_training_steps={STEPS}",
-        "trainer.logger=[console]",
-        "trainer.save_freq=-1",
-        *args.set,
-    ]
+    data = builtin_data(work)
+    common = [*common_overrides(student, teacher), *args.set]
     estimators = args.only or list(CASES)
     report = {
         "steps": STEPS,

@@ -17,16 +17,22 @@ the load.
 
 Checkpoints: rollouts in flight are dropped. Each finished rollout carries the data position after
 its problems; the trainer saves the position of the last rollout it trained, so a resumed run
-replays the dropped rollouts' problems with the checkpoint's weights (lag 0).
+replays the dropped rollouts' problems with the checkpoint's weights (lag 0). The thread logs (INFO)
+when each rollout starts and ends, named by the training step that trains it (1-based, the
+checkpoint `global_step_<k>` written after it): "rollout of step k: playing" / "played in s".
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from verl_masopd.rollout.records import RolloutGroup
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -88,7 +94,10 @@ class BackgroundRollout:
                     if self._stop:
                         return
                     step = self._next
+                logger.info("rollout of step %d: playing", step + 1)
+                start = time.perf_counter()
                 rollout = self._play()
+                logger.info("rollout of step %d: played in %.2f s", step + 1, time.perf_counter() - start)
                 with self._changed:
                     self._ready[step] = rollout
                     self._next += 1
