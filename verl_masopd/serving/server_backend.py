@@ -21,8 +21,8 @@ policy synced while the request ran (the rollout beside the update, trainer/back
 where the multi-LoRA servers load an adapter between two decoding steps). A request that fails,
 is aborted, comes back from older weights than those of its sending or malformed is returned as
 finish_reason "failed" (the rollout manager retries it); it never fails the other requests of the
-batch. A request the servers leave
-unanswered for `timeout_s` is not an answer but a hung server: a TimeoutError naming the servers.
+batch. A request the servers leave unanswered for `timeout_s` is not an answer but a hung server:
+a TimeoutError naming the servers.
 """
 
 from __future__ import annotations
