@@ -9,7 +9,11 @@ own (vllm_trainer_run.py), with its own Ray:
   adapter-only after each update, the teacher the base with adapters off (teacher.backend=lora_base).
 
 After each update every policy's servers serve the weights of that step, and their log-probs
-equal the engine's within 1e-4 (float32)."""
+equal the engine's within 1e-4 (float32).
+
+- LoRA with the rollout beside the update (rollout.max_off_policy=1): three steps, each policy's
+  adapter synced while the next rollout plays on the server; no trained row lags by more than one
+  version, some by one, the rows of the current weights weigh 1, the off-policy metrics are finite."""
 
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from verl_masopd.tiny_world import world
 pytestmark = pytest.mark.integration
 
 RUN = Path(__file__).parent / "vllm_trainer_run.py"
+OFFPOLICY_KEYS = ("lag_mean", "lag_max", "dropped", "rejected", "is_weight_mean", "is_weight_min", "is_weight_max")
 RUN_TIMEOUT_S = 1500  # two vLLM server launches and two steps; minutes on 2 quiet cores, more under load
 
 
@@ -49,11 +54,11 @@ def tiny_world_overrides(trainer_overrides, tmp_path, *extra: str) -> list[str]:
     ]
 
 
-def run_steps(overrides: list[str], tmp_path: Path) -> list[dict]:
-    """Two trainer steps in a process of its own (vllm_trainer_run.py): its report after each step."""
+def run_steps(overrides: list[str], tmp_path: Path, steps: int = 2) -> list[dict]:
+    """Trainer steps in a process of its own (vllm_trainer_run.py): its report after each step."""
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
     run = subprocess.Popen(
-        [sys.executable, str(RUN), "2", *overrides],
+        [sys.executable, str(RUN), str(steps), *overrides],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -120,3 +125,40 @@ def test_lora_policies_share_one_multi_lora_vllm_server_that_serves_each_updated
         assert moved > 1e-3, f"{policy}'s step-2 adapter did not reach the server"
     # the two adapters differ, and so do their served log-probs
     assert reports[1]["served"]["reasoner"] != reports[1]["served"]["tool_user"]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_lora_policies_on_vllm_train_beside_the_rollout_within_the_staleness_bound(trainer_overrides, tmp_path):
+    overrides = tiny_world_overrides(
+        trainer_overrides,
+        tmp_path,
+        "teacher.backend=lora_base",
+        "actor_rollout_ref.model.lora_rank=4",
+        "actor_rollout_ref.model.lora_alpha=8",
+        "rollout.max_off_policy=1",
+        "trainer.total_training_steps=3",
+        "actor_rollout_ref.actor.optim.lr=1e-2",  # adapters that move: the stale rows' weights leave 1
+    )
+    reports = run_steps(overrides, tmp_path, steps=3)
+
+    assert [r["step"] for r in reports] == [1, 2, 3]
+    policies = ("reasoner", "tool_user")
+    for report in reports:
+        assert report["servers"] == ["AdapterServer"]
+        assert report["versions"] == dict.fromkeys(policies, report["step"])
+        metrics = report["metrics"]
+        # no request came back unusable, though adapters were loaded while others ran
+        assert metrics["rollout/failed_generations"] == 0 and metrics["rollout/generation_retries"] == 0
+        for policy in policies:
+            for key in OFFPOLICY_KEYS:
+                assert math.isfinite(metrics[f"offpolicy/{policy}/{key}"]), (policy, key)
+            assert metrics[f"offpolicy/{policy}/dropped"] == 0
+    # step 1 trains the rollout of the starting weights; later steps the ones played beside an update
+    assert {row["lag"] for row in reports[0]["rows"]} == {0}
+    trained = [row for report in reports for row in report["rows"] if row["trainable"]]
+    assert trained and max(row["lag"] for row in trained) <= 1
+    assert any(row["lag"] == 1 for row in trained)
+    fresh = [row for row in trained if row["lag"] == 0 and row["weight_min"] is not None]
+    assert fresh and all(row["weight_min"] == row["weight_max"] == 1.0 for row in fresh)
+    stale = [row for row in trained if row["lag"] == 1 and row["weight_min"] is not None]
+    assert any(row["weight_min"] != 1.0 or row["weight_max"] != 1.0 for row in stale), "stale rows are reweighted"

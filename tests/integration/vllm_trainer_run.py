@@ -3,6 +3,11 @@ step, each policy's weight version, its servers' log-probs (vLLM's prompt log-pr
 requests and their largest gap to its engine's (verl's compute_log_prob), and the kinds of server
 sets the trainer started, as one JSON line.
 
+With rollout.max_off_policy >= 1 the servers go on playing the next rollouts after a step, so the
+report leaves the served log-probs out and carries instead every row the step's staleness check
+saw: its policy, lag, whether it stayed trainable, and the smallest and largest importance weight
+over its response tokens (`RecordedStaleness`).
+
     python vllm_trainer_run.py STEPS OVERRIDE...
 """
 
@@ -31,6 +36,35 @@ def served_and_gap(policy, pad_id: int) -> tuple[list[float], float]:
     return [x for row in served for x in row], max(abs(a - b) for s, c in zip(served, computed) for a, b in zip(s, c))
 
 
+class RecordedStaleness:
+    """The trainer's `Staleness`, recording the rows of each `apply` (module docstring)."""
+
+    def __init__(self, staleness):
+        self.staleness = staleness
+        self.bound = staleness.bound
+        self.rows: list[dict] = []
+
+    def apply(self, batch, versions) -> dict[str, float]:
+        from verl_masopd.trainer.staleness import version_lags
+
+        lags = version_lags(batch, versions)
+        metrics = self.staleness.apply(batch, versions)
+        weights, mask = batch.batch["rollout_is_weights"], batch.batch["response_mask"] > 0
+        self.rows = [
+            {
+                "policy": policy,
+                "lag": int(lag),
+                "trainable": bool(trainable),
+                "weight_min": float(row_weights[row_mask].min()) if row_mask.any() else None,
+                "weight_max": float(row_weights[row_mask].max()) if row_mask.any() else None,
+            }
+            for policy, lag, trainable, row_weights, row_mask in zip(
+                batch.non_tensor_batch["policy"], lags, batch.batch["trainable"], weights, mask
+            )
+        ]
+        return metrics
+
+
 def main(steps: int, overrides: list[str]) -> None:
     import ray
 
@@ -39,18 +73,23 @@ def main(steps: int, overrides: list[str]) -> None:
     from verl_masopd.trainer.loop import Trainer
 
     trainer = Trainer(validate_config(compose_config(overrides)))  # starts a local Ray of its own
+    if trainer.staleness is not None:
+        trainer.staleness = RecordedStaleness(trainer.staleness)
     try:
         for _ in range(steps):
             metrics = trainer.train_step()
-            scored = {name: served_and_gap(p, trainer.pad_id) for name, p in trainer.policies.items()}
             report = {
                 "step": trainer.step,
                 "versions": {name: p.backend.version for name, p in trainer.policies.items()},
-                "served": {name: served for name, (served, _) in scored.items()},
-                "gaps": {name: gap for name, (_, gap) in scored.items()},
                 "servers": sorted(type(s).__name__ for s in trainer.servers),
                 "metrics": {k: v for k, v in metrics.items() if isinstance(v, int | float)},
             }
+            if trainer.staleness is None:
+                scored = {name: served_and_gap(p, trainer.pad_id) for name, p in trainer.policies.items()}
+                report["served"] = {name: served for name, (served, _) in scored.items()}
+                report["gaps"] = {name: gap for name, (_, gap) in scored.items()}
+            else:
+                report["rows"] = trainer.staleness.rows
             print(json.dumps(report), flush=True)
     finally:
         trainer.close()

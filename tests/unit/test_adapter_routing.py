@@ -1,7 +1,8 @@
 """The multi-LoRA server's routing (serving/adapter_servers.py) over a stand-in for verl's server:
 each request reaches vLLM's engine with its own adapter's `LoRARequest`, concurrent requests of
-different adapters included; a reload replaces the adapter in place under the same id; responses
-carry their adapter's step. The real server is run in tests/integration/test_trainer_vllm_cpu.py."""
+different adapters included, and the cache salt of its adapter's version; a reload replaces the
+adapter in place under the same id, also while requests run; responses carry their adapter's step
+when they arrived. The real server is run in tests/integration/test_trainer_vllm_cpu.py."""
 
 from __future__ import annotations
 
@@ -24,18 +25,16 @@ class StandInEngine:
     def __init__(self):
         self.added = []
         self.served = {}
-        self.resets = 0
+        self.salts = {}
 
     async def add_lora(self, request) -> bool:
         self.added.append(request)
         return True
 
-    async def reset_prefix_cache(self):
-        self.resets += 1
-
     async def generate(self, prompt, request_id, lora_request=None):
-        await asyncio.sleep(0.01 * len(prompt))  # requests interleave
+        await asyncio.sleep(0.01 * len(prompt["prompt_token_ids"]))  # requests interleave
         self.served[request_id] = lora_request
+        self.salts[request_id] = prompt["cache_salt"]
         yield prompt
 
 
@@ -47,7 +46,8 @@ class StandInServer:
         self.engine = StandInEngine()
 
     async def generate(self, prompt_ids, sampling_params, request_id):
-        async for _ in self.engine.generate(prompt_ids, request_id, lora_request=None):
+        prompt = {"prompt_token_ids": prompt_ids, "multi_modal_data": {}}  # verl's TokensPrompt
+        async for _ in self.engine.generate(prompt=prompt, request_id=request_id, lora_request=None):
             pass
         return SimpleNamespace(token_ids=prompt_ids, extra_fields={"global_steps": None})
 
@@ -92,10 +92,34 @@ def test_each_request_is_served_by_its_adapter_at_its_step():
         ("coder", 1, True),
     ]
     assert not any(request.load_inplace for request in engine.served.values())
-    assert engine.resets == 3, "every load drops the prefix cache"
+    assert engine.salts == {"coder-3": "coder@1", "tester-1": "tester@0", "coder-2": "coder@1", "tester-4": "tester@0"}
     coder = Path(server.adapters["coder"].lora_path)
     assert coder.name == "coder-1" and (coder / "adapter_model.safetensors").read_bytes() == b"c1"
     assert not (coder.parent / "coder-0").exists(), "the previous version's files are removed"
+
+
+def test_a_load_while_requests_run_leaves_them_at_their_arrival_step_and_salts_later_ones_anew():
+    async def scenario():
+        server = Server()
+        await server.run_server(None)
+        await server.load_adapter("coder", files("c0"), 0)
+        await server.load_adapter("tester", files("t0"), 0)
+        running = [
+            asyncio.create_task(server.generate([1] * 5, {}, request_id=f"{name}-early", adapter=name))
+            for name in ("coder", "tester")
+        ]
+        await asyncio.sleep(0.02)  # both in the engine
+        await server.load_adapter("coder", files("c1"), 1)
+        in_flight = sum(not task.done() for task in running)  # the load did not wait for them
+        later = await server.generate([1], {}, request_id="coder-late", adapter="coder")
+        return server, in_flight, await asyncio.gather(*running), later
+
+    server, in_flight, (coder_early, tester_early), later = asyncio.run(scenario())
+    engine = server.engine._engine
+    assert in_flight == 2
+    assert [o.extra_fields["global_steps"] for o in (coder_early, tester_early, later)] == [0, 0, 1]
+    assert engine.salts == {"coder-early": "coder@0", "tester-early": "tester@0", "coder-late": "coder@1"}
+    assert engine.served["coder-late"].lora_int_id == engine.served["coder-early"].lora_int_id == 1
 
 
 def test_a_request_for_an_adapter_not_loaded_is_refused_naming_the_loaded_ones():

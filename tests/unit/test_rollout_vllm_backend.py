@@ -95,6 +95,40 @@ async def test_weight_sync_and_stale_responses(server):
     server.global_steps = 2  # a replica that missed the sync
     [gen] = await backend.generate([[1]], SamplingParams())
     assert gen.finish_reason == "failed"
+    server.global_steps = 4  # the policy synced while the request ran (the rollout beside the update)
+    [gen] = await backend.generate([[1]], SamplingParams())
+    assert gen.finish_reason == "stop"
+
+
+async def test_a_sync_while_a_request_runs_judges_its_answer_by_the_weights_of_its_sending(server):
+    """The rollout beside the update: the policy syncs to 4 while a request sent at 3 runs; the
+    servers answer it from 3 (finished before the load) or from 4, both usable; one sent after
+    the sync and answered from 3 is stale."""
+    backend = VerlServerBackend(server, [EOS], checkpoint_manager=StandInCheckpointManager(server))
+    backend.update_weights({}, 3)
+    arrived, answer = asyncio.Event(), asyncio.Event()
+    inner = server.generate
+
+    async def slow(request_id, **kwargs):
+        arrived.set()
+        await answer.wait()
+        return await inner(request_id, **kwargs)
+
+    server.generate = slow
+    for answered_from in (3, 4):
+        backend.update_weights({}, 3)
+        arrived.clear()
+        answer.clear()
+        running = asyncio.ensure_future(backend.generate([[1]], SamplingParams()))
+        await arrived.wait()
+        backend.update_weights({}, 4)
+        server.global_steps = answered_from
+        answer.set()
+        [gen] = await running
+        assert gen.finish_reason == "stop", answered_from
+    server.global_steps = 3
+    [gen] = await backend.generate([[1]], SamplingParams())
+    assert gen.finish_reason == "failed"
 
 
 async def test_generate_while_asleep_fails_until_weights_are_synced(server):

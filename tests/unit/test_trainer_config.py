@@ -189,7 +189,14 @@ def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, ti
     assert run.rollout.max_off_policy == 0
     assert run.rollout_correction.rollout_is == "token" and run.rollout_correction.rollout_rs == "token_k1"
     on_vllm = with_values(cpu_cfg, actor_rollout_ref__rollout__name="vllm", rollout__max_off_policy=1)
-    assert "rollout.max_off_policy: the rollout beside the update runs on the hf generation path" in error_of(on_vllm)
+    assert error_of(on_vllm) == (
+        "rollout.max_off_policy: with full fine-tuning on vllm each policy generates and trains on one hybrid "
+        "worker (its vLLM servers sleep through the policy's log-probs and update), so no rollout can play beside "
+        "the update; use 0, LoRA policies (actor_rollout_ref.model.lora_rank > 0) or actor_rollout_ref.rollout.name=hf"
+    )
+    lora_on_vllm = with_values(on_vllm, actor_rollout_ref__model__lora_rank=4)
+    assert validate_config(lora_on_vllm).rollout.max_off_policy == 1  # the multi-LoRA servers generate beside it
+    assert validate_config(with_values(on_vllm, rollout__max_off_policy=0)).rollout.max_off_policy == 0
     assert run.train_files == (train_file,) and run.val_files == ()
     assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
     assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)

@@ -18,7 +18,9 @@ policies and `max_lora_rank` = vLLM's allowed rank at or above their largest ran
 rollout backend (`VerlServerBackend`) and the prompt log-prob scorer run over it unchanged.
 After each update `AdapterSync.update_weights(step)` sends the adapter (a few MB: rank r adds
 r · (d_in + d_out) per adapted matrix) to every server of the base; each response then carries
-the adapter's step, which the backend checks.
+the adapter's step, which the backend checks. The servers need nothing of the engines, so with
+rollout.max_off_policy >= 1 they keep serving the next rollouts through every update and sync
+(trainer/background_rollout.py).
 """
 
 from __future__ import annotations

@@ -5,12 +5,11 @@ request to it. `AdapterRouting` turns a server of the base model into a multi-Lo
 
     load_adapter(name, files, version)   writes the adapter's PEFT files (name → bytes) to a
                                          folder of the server's and loads them into vLLM under
-                                         `name` (`add_lora`, in place over the previous version),
-                                         then drops the prefix cache: cached KV blocks are keyed
-                                         by adapter name, not by its weights
+                                         `name` (`add_lora`, in place over the previous version)
     generate(..., adapter=name)          verl's generate with the request routed to `name`'s
-                                         adapter; the response carries that adapter's version as
-                                         `global_steps`, so each policy checks its own weights
+                                         adapter at its version v when the request arrives; the
+                                         response carries v as `global_steps`, so each policy
+                                         checks its own weights
 
 vLLM's LoRA settings (`enable_lora`, `max_loras` ≥ the adapters, `max_lora_rank`) come from the
 server's config copy (serving/plans.py::plan_adapter_serving), through verl's
@@ -19,7 +18,13 @@ server's config copy (serving/plans.py::plan_adapter_serving), through verl's
 Routing: verl's generate calls `self.engine.generate(..., lora_request=None)`; the engine is
 wrapped (`RoutedEngine`) so that a request without a LoRA request takes the one of the adapter
 named for the request being served (a context variable set by `generate`, local to the request's
-task). Every request to an adapter server names an adapter: vLLM on CPU mis-serves requests to
+task), and its prompt the cache salt "name@v". vLLM keys prefix-cache blocks by adapter name,
+not weights; the salt keys them by version too, so a request never reads KV blocks computed by
+an older version of its adapter, even when a load lands while others run (the rollout beside the
+update, trainer/background_rollout.py: vLLM applies `add_lora` between two engine steps, the
+requests in flight of that adapter go on with the new weights and those of the other adapters
+are untouched). The blocks of older versions are never hit again and age out of vLLM's LRU.
+Every request to an adapter server names an adapter: vLLM on CPU mis-serves requests to
 the base model batched with LoRA requests (benchmarks/vllm_lora_cpu.py), so none is sent.
 """
 
@@ -38,11 +43,12 @@ from vllm.lora.request import LoRARequest
 from verl_masopd.serving.vllm_cpu import remove_dir
 from verl_masopd.serving.vllm_cpu_servers import CpuVllmHttpServer, CpuVllmReplica
 
-_ADAPTER = contextvars.ContextVar("adapter_request", default=None)
+_ADAPTER = contextvars.ContextVar("adapter_request")  # (LoRARequest, cache salt) of the request served
 
 
 class RoutedEngine:
-    """vLLM's engine client whose `generate` takes the adapter request of the request being served."""
+    """vLLM's engine client whose `generate` takes the adapter request and cache salt of the
+    request being served."""
 
     def __init__(self, engine):
         self._engine = engine
@@ -50,8 +56,11 @@ class RoutedEngine:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def generate(self, *args, lora_request=None, **kwargs):
-        return self._engine.generate(*args, lora_request=lora_request or _ADAPTER.get(), **kwargs)
+    def generate(self, prompt, *args, lora_request=None, **kwargs):
+        adapter, salt = _ADAPTER.get()
+        return self._engine.generate(
+            {**prompt, "cache_salt": salt}, *args, lora_request=lora_request or adapter, **kwargs
+        )
 
 
 class AdapterRouting:
@@ -76,7 +85,6 @@ class AdapterRouting:
         loaded = await self.engine.add_lora(msgspec.structs.replace(request, load_inplace=True))
         if not loaded:
             raise RuntimeError(f"vLLM did not load adapter {name!r} (step {version}) from {folder}")
-        await self.engine.reset_prefix_cache()
         self.adapters[name] = request
         self.adapter_versions[name] = version
         if previous is not None and previous.lora_path != request.lora_path:
@@ -85,12 +93,13 @@ class AdapterRouting:
     async def generate(self, *args, adapter: str | None = None, **kwargs):
         if adapter not in self.adapters:
             raise ValueError(f"adapter {adapter!r} is not loaded; this server serves {sorted(self.adapters)}")
-        token = _ADAPTER.set(self.adapters[adapter])
+        version = self.adapter_versions[adapter]
+        token = _ADAPTER.set((self.adapters[adapter], f"{adapter}@{version}"))
         try:
             output = await super().generate(*args, **kwargs)
         finally:
             _ADAPTER.reset(token)
-        output.extra_fields["global_steps"] = self.adapter_versions[adapter]
+        output.extra_fields["global_steps"] = version
         return output
 
 

@@ -445,10 +445,11 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     if serving.name == "vllm":
         _check_vllm_loras(loras)
         require(
-            rollout.max_off_policy == 0,
+            rollout.max_off_policy == 0 or any(loras.values()),
             "rollout.max_off_policy",
-            "the rollout beside the update runs on the hf generation path; "
-            "use 0 with actor_rollout_ref.rollout.name=vllm",
+            "with full fine-tuning on vllm each policy generates and trains on one hybrid worker (its vLLM "
+            "servers sleep through the policy's log-probs and update), so no rollout can play beside the "
+            "update; use 0, LoRA policies (actor_rollout_ref.model.lora_rank > 0) or actor_rollout_ref.rollout.name=hf",
         )
     check_actor_settings(cfg, hybrid=serving.name == "vllm" and not any(loras.values()))
     _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})

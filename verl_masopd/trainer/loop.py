@@ -17,10 +17,10 @@ One step (docs/design.md, "One training step"):
                  advantage diagnostics (algos/diagnostics.py); neither reaches the loss
   6. update      one verl engine update per policy on its own rows (and the critic head)
   7. sync        each policy's new weights pushed to its generation backend
-With rollout.max_off_policy = k >= 1 the rollouts of the coming steps play in a background thread
-while the trainer goes through 2-7 (trainer/background_rollout.py), each policy synced as soon as
-its own update ends; before the update the rows are bounded and corrected per policy
-(trainer/staleness.py).
+With rollout.max_off_policy = k >= 1 (the hf path, and vllm with LoRA policies) the rollouts of
+the coming steps play in a background thread while the trainer goes through 2-7
+(trainer/background_rollout.py), each policy synced as soon as its own update ends; before the
+update the rows are bounded and corrected per policy (trainer/staleness.py).
 Validation every `trainer.test_freq` steps with the evaluation sampling; atomic checkpoints every
 `trainer.save_freq` steps; `trainer.resume_mode=auto` continues from the newest checkpoint.
 """
