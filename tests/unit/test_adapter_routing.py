@@ -60,12 +60,18 @@ def files(tag: str) -> dict[str, bytes]:
     return {"adapter_config.json": json.dumps({"tag": tag}).encode(), "adapter_model.safetensors": tag.encode()}
 
 
+async def serving(*adapters: str) -> Server:
+    """A started server with each adapter loaded at step 0 (its files tagged by its initial and 0)."""
+    server = Server()
+    await server.run_server(None)
+    for name in adapters:
+        await server.load_adapter(name, files(f"{name[0]}0"), 0)
+    return server
+
+
 def test_each_request_is_served_by_its_adapter_at_its_step():
     async def scenario():
-        server = Server()
-        await server.run_server(None)
-        await server.load_adapter("coder", files("c0"), 0)
-        await server.load_adapter("tester", files("t0"), 0)
+        server = await serving("coder", "tester")
         await server.load_adapter("coder", files("c1"), 1)
         outputs = await asyncio.gather(
             *(
@@ -100,10 +106,7 @@ def test_each_request_is_served_by_its_adapter_at_its_step():
 
 def test_a_load_while_requests_run_leaves_them_at_their_arrival_step_and_salts_later_ones_anew():
     async def scenario():
-        server = Server()
-        await server.run_server(None)
-        await server.load_adapter("coder", files("c0"), 0)
-        await server.load_adapter("tester", files("t0"), 0)
+        server = await serving("coder", "tester")
         running = [
             asyncio.create_task(server.generate([1] * 5, {}, request_id=f"{name}-early", adapter=name))
             for name in ("coder", "tester")
@@ -124,9 +127,7 @@ def test_a_load_while_requests_run_leaves_them_at_their_arrival_step_and_salts_l
 
 def test_a_request_for_an_adapter_not_loaded_is_refused_naming_the_loaded_ones():
     async def scenario():
-        server = Server()
-        await server.run_server(None)
-        await server.load_adapter("coder", files("c0"), 0)
+        server = await serving("coder")
         await server.generate([1], {}, request_id="x", adapter="judge")
 
     with pytest.raises(ValueError, match=r"adapter 'judge' is not loaded; this server serves \['coder'\]"):
