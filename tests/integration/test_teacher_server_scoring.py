@@ -73,7 +73,9 @@ async def test_server_scores_equal_the_engines_and_the_contrast_pass_reuses_the_
     for served, computed in ((served_own, await engine.score(own)), (served_contrast, await engine.score(contrast))):
         for got, want in zip(served, computed, strict=True):
             torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=1e-4, rtol=0)
-    assert again == served_own
+    # the same values, up to float rounding: a batch that reads cached blocks sums in another order
+    for got, want in zip(again, served_own, strict=True):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=1e-5, rtol=0)
     assert 0 < reused <= 2 * shared, f"the contrast pass read {reused} cached tokens, {shared} shared per request"
     assert max(abs(a - b) for a, b in zip(served_own[0], served_contrast[0])) > 1e-4, "the role changes the scores"
 
