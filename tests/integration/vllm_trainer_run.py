@@ -3,10 +3,11 @@ step, each policy's weight version, its servers' log-probs (vLLM's prompt log-pr
 requests and their largest gap to its engine's (verl's compute_log_prob), and the kinds of server
 sets the trainer started, as one JSON line.
 
-With rollout.max_off_policy >= 1 the servers go on playing the next rollouts after a step, so the
-report leaves the served log-probs out and carries instead every row the step's staleness check
-saw: its policy, lag, whether it stayed trainable, and the smallest and largest importance weight
-over its response tokens (`RecordedStaleness`).
+With rollout.max_off_policy >= 1 the servers go on playing the next rollouts after a step, so a
+step's report carries instead every row the step's staleness check saw: its policy, lag, whether it
+stayed trainable, and the smallest and largest importance weight over its response tokens
+(`RecordedStaleness`); the served log-probs are reported before the first step (step 0) and after
+the last, once the background rollout has stopped.
 
     python vllm_trainer_run.py STEPS OVERRIDE...
 """
@@ -75,7 +76,17 @@ def main(steps: int, overrides: list[str]) -> None:
     trainer = Trainer(validate_config(compose_config(overrides)))  # starts a local Ray of its own
     if trainer.staleness is not None:
         trainer.staleness = RecordedStaleness(trainer.staleness)
+
+    def add_served(report: dict) -> None:
+        scored = {name: served_and_gap(p, trainer.pad_id) for name, p in trainer.policies.items()}
+        report["served"] = {name: served for name, (served, _) in scored.items()}
+        report["gaps"] = {name: gap for name, (_, gap) in scored.items()}
+
     try:
+        if trainer.staleness is not None:
+            start = {"step": 0}
+            add_served(start)
+            print(json.dumps(start), flush=True)
         for _ in range(steps):
             metrics = trainer.train_step()
             report = {
@@ -84,12 +95,12 @@ def main(steps: int, overrides: list[str]) -> None:
                 "servers": sorted(type(s).__name__ for s in trainer.servers),
                 "metrics": {k: v for k, v in metrics.items() if isinstance(v, int | float)},
             }
-            if trainer.staleness is None:
-                scored = {name: served_and_gap(p, trainer.pad_id) for name, p in trainer.policies.items()}
-                report["served"] = {name: served for name, (served, _) in scored.items()}
-                report["gaps"] = {name: gap for name, (_, gap) in scored.items()}
-            else:
+            if trainer.staleness is not None:
                 report["rows"] = trainer.staleness.rows
+                if trainer.step == steps:
+                    trainer.background.close()  # the servers keep the last step's weights
+            if trainer.staleness is None or trainer.step == steps:
+                add_served(report)
             print(json.dumps(report), flush=True)
     finally:
         trainer.close()
