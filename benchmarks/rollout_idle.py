@@ -77,6 +77,24 @@ def union_s(intervals, since: float, until: float) -> float:
     return total
 
 
+class InFlight:
+    """The requests in flight at an engine: the busy intervals (at least one in flight) go to
+    `busy`; `area` is the integral of the count over time, for the mean batch width."""
+
+    def __init__(self, busy: Busy):
+        self.busy, self.in_flight, self.start, self.since, self.area = busy, 0, 0.0, 0.0, 0.0
+
+    def count(self, change: int) -> None:
+        now = time.perf_counter()
+        self.area += self.in_flight * (now - self.since)
+        if self.in_flight == 0:
+            self.start = now
+        self.in_flight += change
+        if self.in_flight == 0:
+            self.busy.add(self.start, now)
+        self.since = now
+
+
 def timed_forward(backend: HFBackend, busy: Busy) -> None:
     forward = backend.model.forward
 
@@ -97,8 +115,7 @@ class ScriptedServer:
 
     def __init__(self, eos_id: int, token_id: int, draw: Callable[[random.Random], float], step_s: float, busy: Busy):
         self.eos_id, self.token_id, self.draw, self.step_s = eos_id, token_id, draw, step_s
-        self.busy = busy
-        self.in_flight, self.start, self.since, self.area = 0, 0.0, 0.0, 0.0
+        self.requests = InFlight(busy)
         self.seen: dict[bytes, int] = {}
 
     async def generate(self, prompts, sampling):
@@ -109,22 +126,11 @@ class ScriptedServer:
         self.seen[key] = self.seen.get(key, 0) + 1  # the k-th request of one context draws the k-th length
         rng = random.Random(key + bytes([self.seen[key]]))
         n = min(sampling.max_new_tokens, max(1, round(self.draw(rng))))
-        self._count(+1)
+        self.requests.count(+1)
         await asyncio.sleep(n * self.step_s)
-        self._count(-1)
+        self.requests.count(-1)
         ids = [self.token_id] * (n - 1) + [self.eos_id]
         return Generation(ids, [0.0] * n, "stop" if n < sampling.max_new_tokens else LENGTH)
-
-    def _count(self, change: int) -> None:
-        now = time.perf_counter()
-        if self.in_flight:
-            self.area += self.in_flight * (now - self.since)
-        if self.in_flight == 0:
-            self.start = now
-        self.in_flight += change
-        if self.in_flight == 0:
-            self.busy.add(self.start, now)
-        self.since = now
 
     def update_weights(self, state_dict, version):
         pass
@@ -212,11 +218,11 @@ def world_idle(world: str, folder: Path, n: int, group: int, step_s: float) -> d
     for mode, barrier in MODES:
         for s in servers.values():
             s.seen.clear()
-            s.area = 0.0
+            s.requests.area = 0.0
         scripted[mode] = rollout(run, servers, tokenizer, barrier, problems, group, busy)
         scripted[mode].pop("_lengths")
         busy_s = sum(union_s(b.intervals, 0, math.inf) for b in busy.values())
-        scripted[mode]["mean_in_flight"] = round(sum(s.area for s in servers.values()) / busy_s, 3)
+        scripted[mode]["mean_in_flight"] = round(sum(s.requests.area for s in servers.values()) / busy_s, 3)
     out["scripted_lognormal"] = {
         "fitted_to_hf_lockstep_lengths": {"log_mean": round(mu, 4), "log_sd": round(sigma, 4), "replies": len(lengths)},
         "step_s": step_s,

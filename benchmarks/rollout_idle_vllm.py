@@ -26,7 +26,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("VERL_PLATFORM", "cpu")
@@ -34,7 +33,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from results_file import save_result  # noqa: E402
-from rollout_idle import MODES, Busy, rollout, union_s, world_config  # noqa: E402
+from rollout_idle import MODES, Busy, InFlight, rollout, union_s, world_config  # noqa: E402
 
 from data_prep.schema import read_problems  # noqa: E402
 from verl_masopd.config import compose_config  # noqa: E402
@@ -42,32 +41,18 @@ from verl_masopd.trainer.config import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 
-class InFlight:
-    """Wraps a `VerlServerBackend`'s per-request call: the busy intervals of its server (at least
-    one request in flight) and the area under the in-flight count, for the mean batch width."""
+def count_in_flight(backend, requests: InFlight) -> None:
+    """Wraps a `VerlServerBackend`'s per-request call so that `requests` counts it while in flight."""
+    one = backend._one
 
-    def __init__(self, backend, busy: Busy):
-        self.busy, self.in_flight, self.since, self.start, self.area = busy, 0, 0.0, 0.0, 0.0
-        one = backend._one
+    async def counted(prompt, params):
+        requests.count(+1)
+        try:
+            return await one(prompt, params)
+        finally:
+            requests.count(-1)
 
-        async def counted(prompt, params):
-            self._count(+1)
-            try:
-                return await one(prompt, params)
-            finally:
-                self._count(-1)
-
-        backend._one = counted
-
-    def _count(self, change: int) -> None:
-        now = time.perf_counter()
-        self.area += self.in_flight * (now - self.since)
-        if self.in_flight == 0:
-            self.start = now
-        self.in_flight += change
-        if self.in_flight == 0:
-            self.busy.add(self.start, now)
-        self.since = now
+    backend._one = counted
 
 
 def world_idle(world: str, folder: Path, n: int, group: int, warmup: int, repeats: int) -> dict:
@@ -83,7 +68,9 @@ def world_idle(world: str, folder: Path, n: int, group: int, warmup: int, repeat
         problems = read_problems(str(run.train_files[0]))[:n]
         backends = {name: p.backend for name, p in trainer.policies.items()}
         busy = {name: Busy() for name in backends}
-        counters = {name: InFlight(b, busy[name]) for name, b in backends.items()}
+        counters = {name: InFlight(busy[name]) for name in backends}
+        for name, backend in backends.items():
+            count_in_flight(backend, counters[name])
         rounds: dict[str, list[dict]] = {mode: [] for mode, _ in MODES}
         for round_ in range(warmup + repeats):
             for mode, barrier in MODES:
