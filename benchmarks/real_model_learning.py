@@ -1,12 +1,14 @@
-"""Does a real model learn here? SmolLM2-135M-Instruct's Reasoner–Tool-User team on easy GSM8K
-problems, four methods × seeds at one step budget, evaluated on held-out problems.
+"""Does a real model learn here? SmolLM2-135M-Instruct's Reasoner–Tool-User team on the arithmetic
+ladder as plain-text problems, four methods × seeds at one step budget, evaluated on held-out
+problems.
 
-    python benchmarks/real_model_learning.py --gsm8k GSM8K/train.jsonl [--model DIR] [--state DIR]
-        [--settings SETTINGS.json] [--methods a,b] [--seeds 0,1] [--save]
+    python benchmarks/real_model_learning.py [--model DIR] [--state DIR] [--settings SETTINGS.json]
+        [--methods a,b] [--seeds 0,1] [--save]
 
 Everything the runs depend on is in the settings file (benchmarks/results/real_model_learning/
-settings.json, fixed before the first run): the problems (GSM8K rows of at most `max_steps`
-solution steps; the last `eval_problems` of them held out, training on the rest), the workflow
+settings.json, fixed before the first run): the problems (the tiny world's math ladder,
+verl_masopd/tiny_world/math_tasks.py: the first `train_problems` training problems and the first
+`eval_problems` held-out ones, levels 1-4 in turn: "What is 7 - 3?" ... short word problems), the workflow
 (horizon, reply length), the LoRA adapter, learning rate, batch, group size, steps, seeds and each
 method's overrides of `python -m verl_masopd.train` (preset=small_cpu, engines in this process).
 The methods: `prompt_only` (the untrained team), `mas_grpo` (GRPO on the team's reward),
@@ -16,7 +18,7 @@ teacher). Seed s trains with trainer.seed=s and evaluates with --seed s, so the 
 
 Layout under --state (default .cache/real_model_learning):
     model/                          the fetched model (python -m verl_masopd.models fetch), unless --model
-    data/gsm8k.parquet              python -m data_prep gsm8k of --gsm8k; train.parquet, heldout.parquet
+    data/                           tiny_math_train<N>.parquet, tiny_math_heldout<M>.parquet
     cells/<method>/seed<s>/         train.log, checkpoints/ (trained methods), eval/, eval.log, done.json
     report.json, report.md          per cell: accuracy, format violations per role, agreement; per
                                     method: means over seeds; each method minus prompt_only, paired by
@@ -41,9 +43,8 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from verl_masopd.report.paired import paired_difference
+from verl_masopd.tiny_world.world import ensure_data
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "real_model_learning"
@@ -54,7 +55,6 @@ BASELINE = "prompt_only"
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--gsm8k", required=True, help="GSM8K's train.jsonl (openai/grade-school-math)")
     p.add_argument("--model", help="SmolLM2-135M-Instruct folder (default: fetched into STATE/model)")
     p.add_argument("--state", default=str(ROOT / ".cache" / "real_model_learning"))
     p.add_argument("--settings", default=str(RESULTS / "settings.json"))
@@ -81,23 +81,10 @@ def fetch_model(state: Path) -> str:
     return str(out)
 
 
-def problems(gsm8k: str, state: Path, task: dict) -> tuple[str, str]:
-    """(train, held-out) parquet files: the rows of at most task["max_steps"] solution steps, in the
-    release's order; the last task["eval_problems"] held out, the first task["train_problems"] of the
-    others for training."""
-    data = state / "data"
-    train, heldout = data / "train.parquet", data / "heldout.parquet"
-    if heldout.exists():
-        return str(train), str(heldout)
-    data.mkdir(parents=True, exist_ok=True)
-    converted = data / "gsm8k.parquet"
-    run([sys.executable, "-m", "data_prep", "gsm8k", "--input", gsm8k, "--output", str(converted)], data / "prep.log")
-    rows = pd.read_parquet(converted)
-    steps = rows["extra_info"].map(lambda extra: json.loads(extra["metadata"])["steps"])
-    easy = rows[steps <= task["max_steps"]]
-    held = easy.tail(task["eval_problems"])
-    easy.drop(held.index).head(task["train_problems"]).to_parquet(train, index=False)
-    held.to_parquet(heldout, index=False)
+def problems(state: Path, task: dict) -> tuple[str, str]:
+    """(train, held-out) parquet files of the ladder: training problems [0, train_problems),
+    held-out problems [HELDOUT_START, HELDOUT_START + eval_problems)."""
+    train, heldout = ensure_data(state / "data", "math", task["train_problems"], task["eval_problems"])
     return str(train), str(heldout)
 
 
@@ -214,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = json.loads(Path(args.settings).read_text())
     state = Path(args.state)
     model = args.model or fetch_model(state)
-    files = problems(args.gsm8k, state, settings["task"])
+    files = problems(state, settings["task"])
     methods = args.methods.split(",") if args.methods else list(settings["methods"])
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else settings["seeds"]
     unknown = [m for m in methods if m not in settings["methods"]]

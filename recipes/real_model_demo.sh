@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # A real model learning on CPU: sets up .venv/, fetches SmolLM2-135M-Instruct (python -m
-# verl_masopd.models, once), converts GSM8K's release file with data_prep and keeps its easiest
-# problems (two solution steps), evaluates the untrained Reasoner–Tool-User team on held-out problems,
-# trains it by MAS-OPD with the self-distillation teacher (each policy at step 0, reading the
-# problem's reference answer: teacher.source=frozen, teacher.privileged=reference) through a LoRA
-# adapter, evaluates the trained team on the same problems and prints the before/after table
-# (held-out team accuracy ± its standard error, agreement, turns to agreement, each role's format
-# violations) and the time of each part. Logs under .cache/real_model_demo/run/ (replaced by each
-# run). Extra arguments are Hydra overrides of the training run.
+# verl_masopd.models, once), writes the arithmetic ladder's problems as plain text ("What is 7 - 3?"
+# ... short word problems; verl_masopd/tiny_world/math_tasks.py), evaluates the untrained
+# Reasoner–Tool-User team on held-out problems, trains it by MAS-OPD with the self-distillation
+# teacher (each policy at step 0, reading the problem's reference solution: teacher.source=frozen,
+# teacher.privileged=reference) through a LoRA adapter, evaluates the trained team on the same
+# problems and prints the before/after table (held-out team accuracy ± its standard error,
+# agreement, turns to agreement, each role's format violations) and the time of each part. These
+# are the settings of benchmarks/real_model_learning.py's masopd_self arm. Logs under
+# .cache/real_model_demo/run/ (replaced by each run). Extra arguments are Hydra overrides of the
+# training run.
 #
-#   GSM8K=path/to/grade-school-math/data/train.jsonl bash recipes/real_model_demo.sh [OVERRIDE ...]
+#   bash recipes/real_model_demo.sh [OVERRIDE ...]
 #
-# Environment: GSM8K (required: openai/grade-school-math's train.jsonl), DEMO_PROBLEMS (held-out
-# problems evaluated, default 32), DEMO_STEPS (training steps, default 8).
+# Environment: DEMO_PROBLEMS (held-out problems evaluated, default 32), DEMO_STEPS (training steps
+# of 4 problems × 2 episodes, default 4).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 started=$SECONDS
-[ -f "${GSM8K:-}" ] || { echo "real_model_demo: set GSM8K to GSM8K's train.jsonl (openai/grade-school-math, grade_school_math/data/train.jsonl)" >&2; exit 2; }
 bash "$root/scripts/setup_env.sh"
 python="$root/.venv/bin/python"
 cache="$root/.cache/real_model_demo"
@@ -30,28 +31,25 @@ model="$cache/smollm2"
 echo "real_model_demo: fetching SmolLM2-135M-Instruct into $model (log: $run/fetch.log)"
 "$python" -m verl_masopd.models fetch smollm2-135m-instruct --out "$model" > "$run/fetch.log" 2>&1 \
   || { echo "real_model_demo: fetch failed, see $run/fetch.log" >&2; exit 1; }
-"$python" -m data_prep gsm8k --input "$GSM8K" --output "$cache/gsm8k.parquet" > "$run/data_prep.log" 2>&1 \
-  || { echo "real_model_demo: data_prep failed, see $run/data_prep.log" >&2; exit 1; }
-# the problems of two solution steps: the last DEMO_PROBLEMS held out, the 512 before them for training
-"$python" - "$cache/gsm8k.parquet" "${DEMO_PROBLEMS:-32}" "$run/train.parquet" "$run/heldout.parquet" <<'EOF'
-import json, sys
-import pandas
-rows = pandas.read_parquet(sys.argv[1])
-easy = rows[rows["extra_info"].map(lambda e: json.loads(e["metadata"])["steps"] == 2)]
-held = int(sys.argv[2])
-easy.iloc[-held - 512 : -held].to_parquet(sys.argv[3], index=False)
-easy.iloc[-held:].to_parquet(sys.argv[4], index=False)
+# the ladder's first 1,024 training problems and its first DEMO_PROBLEMS held-out ones
+"$python" - "$run" "${DEMO_PROBLEMS:-32}" <<'EOF'
+import sys
+from pathlib import Path
+from verl_masopd.tiny_world.world import ensure_data
+ensure_data(Path(sys.argv[1]), "math", 1024, int(sys.argv[2]))
 EOF
+train="$run/tiny_math_train1024.parquet"
+heldout="$run/tiny_math_heldout${DEMO_PROBLEMS:-32}.parquet"
 setup_s=$((SECONDS - started))
 
-horizon=2
+horizon=1
 max_new_tokens=192
 evaluate() {  # evaluate NAME EVAL_ARGUMENTS...
-  "$python" -m verl_masopd.eval --data "$run/heldout.parquet" --batch-size 32 "${@:2}" --out "$run/$1" > "$run/$1.log" 2>&1 \
+  "$python" -m verl_masopd.eval --data "$heldout" --batch-size 16 "${@:2}" --out "$run/$1" > "$run/$1.log" 2>&1 \
     || { echo "real_model_demo: evaluation failed, see $run/$1.log" >&2; exit 1; }
 }
 
-echo "real_model_demo: evaluating the untrained team on $(basename "$run/heldout.parquet") (log: $run/eval_before.log)"
+echo "real_model_demo: evaluating the untrained team on $(basename "$heldout") (log: $run/eval_before.log)"
 t=$SECONDS
 evaluate eval_before --model "$model" --workflow mas --horizon $horizon --max-new-tokens $max_new_tokens
 eval_before_s=$((SECONDS - t))
@@ -59,10 +57,11 @@ eval_before_s=$((SECONDS - t))
 echo "real_model_demo: training MAS-OPD with the self-distillation teacher, LoRA (log: $run/train.log)"
 t=$SECONDS
 "$python" -m verl_masopd.train preset=small_cpu engines.placement=local workflow.domain=math \
-  students.path="$model" data.train_files="['$run/train.parquet']" teacher.source=frozen teacher.privileged=reference \
+  students.path="$model" data.train_files="['$train']" teacher.source=frozen teacher.privileged=reference \
   workflow.horizon=$horizon data.max_response_length=$max_new_tokens \
-  actor_rollout_ref.model.lora_rank=16 actor_rollout_ref.model.lora_alpha=32 actor_rollout_ref.actor.optim.lr=1e-4 \
-  trainer.total_training_steps="${DEMO_STEPS:-8}" trainer.save_freq=-1 \
+  data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=4 \
+  actor_rollout_ref.model.lora_rank=16 actor_rollout_ref.model.lora_alpha=32 actor_rollout_ref.actor.optim.lr=5e-4 \
+  trainer.total_training_steps="${DEMO_STEPS:-4}" trainer.save_freq=-1 \
   trainer.default_local_dir="$run/checkpoints" hydra.run.dir="$run/hydra" "$@" > "$run/train.log" 2>&1 \
   || { echo "real_model_demo: training failed, see $run/train.log" >&2; exit 1; }
 train_s=$((SECONDS - t))

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.records import Record
-from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
 from verl_masopd.config import compose_config
+from verl_masopd.tiny_world.math_tasks import math_rows
 from verl_masopd.trainer.config import validate_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,14 +29,8 @@ import real_model_learning  # noqa: E402
 
 @pytest.fixture
 def train_file(tmp_path) -> str:
-    """A training file of two converted GSM8K rows."""
-    rows = [
-        SOURCES["gsm8k"].to_row(
-            Record({"question": f"What is {n} + {n}?", "answer": f"{n}+{n}={2 * n}\n#### {2 * n}"}, n, "row"), "train"
-        )
-        for n in (1, 2)
-    ]
-    write_rows(rows, tmp_path / "train.parquet")
+    """A training file of the ladder's first two problems."""
+    write_rows(math_rows(0, 2, "train"), tmp_path / "train.parquet")
     return str(tmp_path / "train.parquet")
 
 
@@ -50,19 +43,22 @@ def test_the_demo_names_existing_scripts_modules_and_keys():
     found = problems(f"```bash\n{DEMO.read_text()}\n```\n", cfg)
     assert [p for p in found if not p.endswith("no key hydra.run.dir in the training config")] == []  # Hydra's own
     modules = {w for c in demo_commands() for w in re.findall(r"-m ([\w.]+)", c)}
-    assert modules == {"verl_masopd.models", "data_prep", "verl_masopd.eval", "verl_masopd.train",
-                       "verl_masopd.tiny_world.report"}  # fmt: skip
+    assert modules == {"verl_masopd.models", "verl_masopd.eval", "verl_masopd.train", "verl_masopd.tiny_world.report"}
 
 
 def test_the_demo_training_run_passes_start_up_validation(tmp_path, tiny_model_path, train_file):
     [command] = [c for c in demo_commands() if "-m verl_masopd.train" in c]
+    script = DEMO.read_text()
+    [horizon] = re.findall(r"^horizon=(\d+)$", script, re.M)
+    [max_new_tokens] = re.findall(r"^max_new_tokens=(\d+)$", script, re.M)
+    [steps] = re.findall(r"\$\{DEMO_STEPS:-(\d+)\}", script)
     values = {
         "$model": tiny_model_path,
-        "$run/train.parquet": train_file,
+        "$train": train_file,
         "$run": str(tmp_path),
-        "$horizon": "2",
-        "$max_new_tokens": "192",
-        "${DEMO_STEPS:-8}": "8",
+        "$horizon": horizon,
+        "$max_new_tokens": max_new_tokens,
+        f"${{DEMO_STEPS:-{steps}}}": steps,
     }
     words = shlex.split(command)
     overrides = [w for w in words[words.index("verl_masopd.train") + 1 :] if "=" in w]
@@ -77,6 +73,16 @@ def test_the_demo_training_run_passes_start_up_validation(tmp_path, tiny_model_p
         16,
     )
     assert run is not None and cfg.algorithm.adv_estimator == "masopd"
+    # the demo is the comparison's masopd_self cell (its time, and its table, are one of that cell's)
+    settings = json.loads(SETTINGS.read_text())
+    w, t = settings["workflow"], settings["training"]
+    assert (cfg.workflow.horizon, cfg.data.max_response_length) == (w["horizon"], w["max_new_tokens"])
+    assert (cfg.trainer.total_training_steps, cfg.data.train_batch_size, cfg.rollout.group_size) == (
+        t["steps"],
+        t["batch"],
+        t["group_size"],
+    )
+    assert (cfg.actor_rollout_ref.actor.optim.lr, cfg.actor_rollout_ref.model.lora_alpha) == (t["lr"], t["lora_alpha"])
 
 
 TRAINED = [name for name, method in json.loads(SETTINGS.read_text())["methods"].items() if method["train"]]

@@ -208,8 +208,15 @@ class ContinuousBatcher:
         return keep
 
     def _forward(self, input_ids, mask, positions, cache) -> torch.Tensor:
+        """The next-token logits of each row: the vocabulary projection of the last position only
+        (a prefill of B rows × L tokens would otherwise hold B·L·V logits)."""
         out = self.model(
-            input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
         return out.logits[:, -1, :].float()
 
