@@ -3,7 +3,7 @@ recipes × seed, the same budget, evaluated with 4 attempts per held-out questio
 
     python benchmarks/search_world_compare.py [--systems multiagent-opd,...] [--seeds 0,1,2]
         [--steps 12] [--test-freq 4] [--eval-k 4] [--eval-limit 100] [--jobs 1] [--runs DIR]
-        [--archive DIR] [--save]
+        [--student DIR] [--teacher DIR] [--archive DIR] [--save [NAME]]
 
 Systems (fixed before the comparison was run; the recipes' CPU mode, MASOPD_CPU=1, on the world
 `recipes/tiny_world.py --domain qa` exports, its budgets `preset=tiny_search`):
@@ -22,14 +22,23 @@ Systems (fixed before the comparison was run; the recipes' CPU mode, MASOPD_CPU=
     hmas-base           the untrained student in the hierarchical team (prompt only)
     cmas-base           the untrained student in the cascaded system (prompt only)
 
-Each trained system runs --steps steps from the shipped student (the tiny_world preset's batch,
+--student and --teacher put other models of the search world's tokenizer in place of the shipped
+ones (a `tiny_world build --out` variant, a teacher trained further by recipes/search/teacher.sh):
+every system, the prompt-only ones included, then starts from that student, and every system that
+distils from the teacher distils from that one.
+
+Each trained system runs --steps steps from the student (the tiny_world preset's batch,
 group size and learning rate), validated on the first --curve-limit held-out questions every
 --test-freq steps for the curves, and is evaluated from its last checkpoint (`--checkpoint`: the
 run's own workflow and budgets) on the first --eval-limit held-out questions with --eval-k
 attempts each (evaluation sampling). The prompt-only systems evaluate the student with the same
 budgets. The world's held-out questions are never trained on.
 
-Summary (RUNS/summary.json, summary.md; with --save also benchmarks/results/search_world_compare/):
+Cells run seed by seed (every system of a seed before the next seed), so a comparison stopped
+part-way leaves whole seeds to pair.
+
+Summary (RUNS/summary.json, summary.md; with --save [NAME] also benchmarks/results/NAME/, by default
+search_world_compare/):
 per system, avg@k, pass@k and k/k (macro over the one- and two-hop questions, eval/qa_attempts.py)
 as mean ± std over seeds, failures, tokens; and multiagent-opd minus each other system with its
 95% paired bootstrap interval (report/qa_bootstrap.py), the unit a (seed, question) pair: seed s of
@@ -113,13 +122,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--override", action="append", default=[], help="Hydra override for every training run")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--archive", default="", help="keep finished cells here across sessions (run_archive.py)")
-    p.add_argument("--save", action="store_true", help="also write benchmarks/results/search_world_compare/")
+    p.add_argument("--student", default="", help="student model folder in place of the shipped one")
+    p.add_argument("--teacher", default="", help="teacher model folder in place of the shipped one")
+    p.add_argument(
+        "--save", nargs="?", const="search_world_compare", default="", help="also write benchmarks/results/NAME/"
+    )
     return p
 
 
 def settings_of(args, runs: Path) -> dict:
-    """The world's exports, the held-out and curve files, the preset's horizon and reply length."""
+    """The world's exports (with --student / --teacher in place of the shipped models), the held-out
+    and curve files, the preset's horizon and reply length."""
     exports = compare.world(args.cache, DOMAIN)
+    for name, folder in (("STUDENT_MODEL", args.student), ("TEACHER_MODEL", args.teacher)):
+        if folder:
+            if not Path(folder).is_dir():
+                raise SystemExit(f"--{name.split('_')[0].lower()}: {folder} is not a folder")
+            exports[name] = str(Path(folder).resolve())
     preset = compose_config(["preset=tiny_search", f"workflow.domain={DOMAIN}", "workflow.name=search", *args.override])
     heldout = exports["VAL_FILES"]
     first = {
@@ -300,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for cell in pool.map(
-            lambda c: run_cell(c[0], c[1], args, settings, runs), [(n, s) for n in names for s in seeds]
+            lambda c: run_cell(c[0], c[1], args, settings, runs), [(n, s) for s in seeds for n in names]
         ):
             outcomes.update(cell)
     summary = summarize(runs, names, seeds, args.resamples)
@@ -316,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     (runs / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     (runs / "summary.md").write_text(summary_markdown(summary, args.eval_k))
     if args.save:
-        target = RESULTS / "search_world_compare"
+        target = RESULTS / args.save
         shutil.copytree(runs / "report", target / "report", dirs_exist_ok=True)
         shutil.copy(runs / "summary.json", target / "summary.json")
         shutil.copy(runs / "summary.md", target / "summary.md")

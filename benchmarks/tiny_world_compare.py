@@ -26,8 +26,9 @@ Layout written (the report's, verl_masopd/report/__init__.py):
     RUNS/compare.json                              the runs' wall-clock seconds and outcomes
     RUNS/failed/<method>/seed<k>/<domain>/<step>/  the logs of a run or evaluation that failed
 
-Resumable: a run or evaluation with done.json is skipped; one without it (killed part-way) is
-deleted and redone. Across sessions (a new checkout has no RUNS): --archive DIR packs each
+Cells run seed by seed (every method of a seed before the next seed), so a comparison stopped
+part-way leaves whole seeds to pair. Resumable: a run or evaluation with done.json is skipped; one
+without it (killed part-way) is deleted and redone. Across sessions (a new checkout has no RUNS): --archive DIR packs each
 finished cell there without its checkpoints and restores the cells RUNS lacks before running
 (run_archive.py; benchmarks/results/tiny_world_compare_runs/ is the committed one). A failed one
 is recorded (its logs kept under RUNS/failed/) and the others go on; its cells are missing from
@@ -324,7 +325,7 @@ def compare(args) -> dict:
     settings = {domain: domain_settings(args, domain, runs) for domain in domains}
     if args.archive:
         print(f"{run_archive.unpack_missing(Path(args.archive), runs)} archived cells restored", flush=True)
-    cells = [(n, d, s) for d in domains for n in methods if d in METHODS[n].domains for s in seeds]
+    cells = [(n, d, s) for d in domains for s in seeds for n in methods if d in METHODS[n].domains]
     outcomes = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         done = pool.map(lambda c: run_method(c[0], table[c[0]], c[1], c[2], args, settings[c[1]], runs), cells)

@@ -58,3 +58,22 @@ def test_pooled_questions_are_paired_by_seed():
     a = QaAttempt("tiny_search_1hop", "x", 0, True, True, True, None, 1, 1)
     pooled = compare.pooled({0: [a], 2: [a]})
     assert [p.question for p in pooled] == ["seed0:x", "seed2:x"]
+
+
+def test_student_and_teacher_replace_the_shipped_models_in_every_run(tmp_path):
+    student, teacher = tmp_path / "student", tmp_path / "teacher"
+    student.mkdir(), teacher.mkdir()
+    args = compare.build_parser().parse_args(
+        ["--cache", str(tmp_path / "world"), "--student", str(student), "--teacher", str(teacher)]
+    )
+    settings = compare.settings_of(args, tmp_path / "runs")
+
+    assert settings["exports"]["STUDENT_MODEL"] == str(student)
+    assert settings["exports"]["TEACHER_MODEL"] == str(teacher)
+    # the recipes read the models from the runs' environment, the prompt-only evaluations from the exports
+    assert settings["env"]["STUDENT_MODEL"] == str(student) and settings["env"]["TEACHER_MODEL"] == str(teacher)
+    assert Path(settings["exports"]["RETRIEVER"]).is_dir()
+
+    args.student = str(tmp_path / "missing")
+    with pytest.raises(SystemExit, match="--student: .*missing is not a folder"):
+        compare.settings_of(args, tmp_path / "runs")
