@@ -28,9 +28,10 @@ Layout written (the report's, verl_masopd/report/__init__.py):
 
 Cells run seed by seed (every method of a seed before the next seed), so a comparison stopped
 part-way leaves whole seeds to pair. Resumable: a run or evaluation with done.json is skipped; one
-without it (killed part-way) is deleted and redone. Across sessions (a new checkout has no RUNS): --archive DIR packs each
-finished cell there without its checkpoints and restores the cells RUNS lacks before running
-(run_archive.py; benchmarks/results/tiny_world_compare_runs/ is the committed one). A failed one
+without it (killed part-way) is deleted and redone. Across sessions (a new checkout has no RUNS):
+--archive DIR packs each finished cell there without its checkpoints and restores the cells RUNS
+lacks before running (run_archive.py; benchmarks/results/tiny_world_compare_runs/ is the committed
+one). A failed one
 is recorded (its logs kept under RUNS/failed/) and the others go on; its cells are missing from
 the report, and the script exits with 1.
 --save also writes RUNS/compare.json to benchmarks/results/NAME.json and copies the report
