@@ -133,12 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_of(args, runs: Path) -> dict:
     """The world's exports (with --student / --teacher in place of the shipped models), the held-out
     and curve files, the preset's horizon and reply length."""
+    models = {"STUDENT_MODEL": ("--student", args.student), "TEACHER_MODEL": ("--teacher", args.teacher)}
+    for option, folder in models.values():
+        if folder and not Path(folder).is_dir():
+            raise SystemExit(f"{option}: {folder} is not a folder")
     exports = compare.world(args.cache, DOMAIN)
-    for name, folder in (("STUDENT_MODEL", args.student), ("TEACHER_MODEL", args.teacher)):
-        if folder:
-            if not Path(folder).is_dir():
-                raise SystemExit(f"--{name.split('_')[0].lower()}: {folder} is not a folder")
-            exports[name] = str(Path(folder).resolve())
+    exports |= {name: str(Path(folder).resolve()) for name, (_, folder) in models.items() if folder}
     preset = compose_config(["preset=tiny_search", f"workflow.domain={DOMAIN}", "workflow.name=search", *args.override])
     heldout = exports["VAL_FILES"]
     first = {

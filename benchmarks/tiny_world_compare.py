@@ -31,9 +31,8 @@ part-way leaves whole seeds to pair. Resumable: a run or evaluation with done.js
 without it (killed part-way) is deleted and redone. Across sessions (a new checkout has no RUNS):
 --archive DIR packs each finished cell there without its checkpoints and restores the cells RUNS
 lacks before running (run_archive.py; benchmarks/results/tiny_world_compare_runs/ is the committed
-one). A failed one
-is recorded (its logs kept under RUNS/failed/) and the others go on; its cells are missing from
-the report, and the script exits with 1.
+one). A failed one is recorded (its logs kept under RUNS/failed/) and the others go on; its cells
+are missing from the report, and the script exits with 1.
 --save also writes RUNS/compare.json to benchmarks/results/NAME.json and copies the report
 (Markdown, JSON, PNG) to benchmarks/results/NAME/ (NAME: tiny_world_compare unless given).
 """
