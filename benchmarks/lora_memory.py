@@ -91,8 +91,8 @@ def paper_estimate(rank: int, agents: list[int]) -> dict:
 def child(args) -> None:
     """One measurement (run in a process of its own); prints its JSON."""
     from verl_masopd.config import compose_config
+    from verl_masopd.config.validate import validate_config
     from verl_masopd.tiny_world import world
-    from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     work = Path(tempfile.mkdtemp(prefix="lora_memory-"))

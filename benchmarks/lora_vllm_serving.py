@@ -66,8 +66,8 @@ def run(agents: int, lora: bool, steps: int, rank: int, root: Path) -> dict:
     import ray
 
     from verl_masopd.config import compose_config
+    from verl_masopd.config.validate import validate_config
     from verl_masopd.tiny_world import world
-    from verl_masopd.trainer.config import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     models = world.models("math")

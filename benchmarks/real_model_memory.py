@@ -138,7 +138,7 @@ def _title(cmdline: list[str]) -> str:
 def child(args) -> None:
     """One case in this process; writes its JSON to --result (vLLM and Ray print after it ends)."""
     from verl_masopd.config import compose_config
-    from verl_masopd.trainer.config import validate_config
+    from verl_masopd.config.validate import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     sampler = MemorySampler()

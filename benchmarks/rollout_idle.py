@@ -48,12 +48,13 @@ from results_file import save_result  # noqa: E402
 
 from data_prep.schema import read_problems  # noqa: E402
 from verl_masopd.config import compose_config  # noqa: E402
+from verl_masopd.config.run import build_workflow  # noqa: E402
+from verl_masopd.config.validate import validate_config  # noqa: E402
 from verl_masopd.rollout.backend import Generation  # noqa: E402
 from verl_masopd.rollout.hf_backend import HFBackend  # noqa: E402
 from verl_masopd.rollout.manager import RolloutManager  # noqa: E402
 from verl_masopd.rollout.records import LENGTH  # noqa: E402
 from verl_masopd.tiny_world.world import ensure_data, ensure_search_data, models  # noqa: E402
-from verl_masopd.trainer.config import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 
@@ -165,7 +166,7 @@ def world_config(world: str, folder: Path, problems: int):
 
 def rollout(run, backends, tokenizer, turn_barrier: bool, problems, group: int, busy: dict[str, Busy]) -> dict:
     with RolloutManager(
-        run.built_workflow,
+        build_workflow(run.workflow),
         backends,
         tokenizer,
         policy_sharing=run.workflow.policy_sharing,

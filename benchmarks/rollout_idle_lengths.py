@@ -35,9 +35,10 @@ from transformers import AutoTokenizer
 
 from data_prep.schema import read_problems
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import build_workflow
+from verl_masopd.config.validate import validate_config
 from verl_masopd.rollout.policies import policy_of
 from verl_masopd.tiny_world.world import models
-from verl_masopd.trainer.config import validate_config
 
 ARCHIVES = {
     "math": ("tiny_world_compare_runs", "math.tar.gz", "math"),
@@ -102,10 +103,8 @@ def idle(world: str, folder: Path, lengths: dict[str, list[int]], n: int, group:
     problems = read_problems(str(run.train_files[0]))[:n]
     tokenizer = AutoTokenizer.from_pretrained(run.policy_path(run.policies[0]))
     token = tokenizer.encode(" a", add_special_tokens=False)[0]
-    roles = {
-        p: [a.role for a in run.built_workflow.agents if policy_of(a, run.workflow.policy_sharing) == p]
-        for p in run.policies
-    }
+    agents = build_workflow(run.workflow).agents
+    roles = {p: [a.role for a in agents if policy_of(a, run.workflow.policy_sharing) == p] for p in run.policies}
     busy = {p: Busy() for p in run.policies}
     servers = {}
     for p in run.policies:

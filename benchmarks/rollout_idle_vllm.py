@@ -37,7 +37,7 @@ from rollout_idle import MODES, Busy, InFlight, rollout, union_s, world_config  
 
 from data_prep.schema import read_problems  # noqa: E402
 from verl_masopd.config import compose_config  # noqa: E402
-from verl_masopd.trainer.config import validate_config  # noqa: E402
+from verl_masopd.config.validate import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 

@@ -134,6 +134,8 @@ def main(args) -> dict:
     from transformers import AutoTokenizer
 
     from verl_masopd.config import compose_config
+    from verl_masopd.config.run import ServingSection, TrainerSection
+    from verl_masopd.config.validate import composed_record, read_fields
     from verl_masopd.engine.policy_engine import EngineSettings, policy_loss
     from verl_masopd.rollout.backend import SamplingParams
     from verl_masopd.rollout.hf_backend import HFBackend
@@ -145,7 +147,6 @@ def main(args) -> dict:
     from verl_masopd.teacher.contexts import TeacherContextBuilder
     from verl_masopd.teacher.scoring import TeacherScoring
     from verl_masopd.tiny_models import cached_model
-    from verl_masopd.trainer.config import ServingSection, TrainerSection, composed_record, read_fields
     from verl_masopd.workflows.math import MathWorkflow
 
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"

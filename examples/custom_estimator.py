@@ -31,9 +31,10 @@ import torch
 from verl import DataProto
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from verl_masopd.algos import EstimatorSpec, compute_advantages, register_estimator, validate_estimator_config
+from verl_masopd.algos import EstimatorSpec, compute_advantages, register_estimator
 from verl_masopd.algos.options import options_from
 from verl_masopd.config import compose_config
+from verl_masopd.config.estimator import validate_estimator_config
 from verl_masopd.config_errors import require
 
 

@@ -21,8 +21,13 @@
 #                  prompt style the tiny models were built for; with your own STUDENT_MODEL,
 #                  preset=small_cpu (the paper's prompts, 256-token replies, lr 5e-6) and your model's
 #                  own settings
+#                  The tiny world's teacher only comes with its student: with your own STUDENT_MODEL
+#                  and no teacher named, a run that needs one stops and asks for TEACHER_MODEL or
+#                  TEACHER_SOURCE=frozen|live; a TEACHER_MODEL of your own needs your STUDENT_MODEL
 #   MASOPD_PRESET  the preset of the CPU mode by name (tiny_world, tiny_search, small_cpu, cpu)
 #   PYTHON         interpreter (default .venv/bin/python when present, else python3)
+# The overrides students.path=, teacher.model_path= and teacher.source= (also with + or ++) stand
+# for STUDENT_MODEL, TEACHER_MODEL and TEACHER_SOURCE, and win over them.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 domain="${1:?usage: bash recipes/masopd.sh code|math [OVERRIDE ...]}"
@@ -31,13 +36,31 @@ if [ -z "${PYTHON:-}" ]; then
   if [ -x "$root/.venv/bin/python" ]; then PYTHON="$root/.venv/bin/python"; else PYTHON=python3; fi
 fi
 
+fail() { echo "recipes/masopd.sh: $*" >&2; exit 2; }
+for arg in "$@"; do
+  case "${arg#"${arg%%[!+]*}"}" in  # the override without its leading + or ++
+    students.path=*) export STUDENT_MODEL="${arg#*=}" ;;
+    teacher.model_path=null) unset TEACHER_MODEL ;;
+    teacher.model_path=*) export TEACHER_MODEL="${arg#*=}" ;;
+    teacher.source=*) TEACHER_SOURCE="${arg#*=}" ;;
+  esac
+done
+teacher_source="${TEACHER_SOURCE:-path}"
+
 cpu_overrides=()
+teacher_check=0
 if [ "${MASOPD_CPU:-0}" = 1 ]; then
   export VERL_PLATFORM=cpu RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
-  own_style="${MASOPD_PROMPT_STYLE:-}"
+  own_style="${MASOPD_PROMPT_STYLE:-}" own_student="${STUDENT_MODEL:-}" own_teacher="${TEACHER_MODEL:-}"
   world="$("$PYTHON" "$root/recipes/tiny_world.py" --cache "${MASOPD_CACHE:-$root/.cache/cpu}" --domain "$domain")"
   eval "$world"
   tiny="$MASOPD_TINY_MODELS"
+  if [ "$teacher_source" = path ] && [ -z "$own_teacher" ] && [ "$tiny" = 0 ]; then
+    unset TEACHER_MODEL  # the tiny teacher does not read your student's tokens
+    teacher_check=1
+  elif [ "$teacher_source" = path ] && [ -n "$own_teacher" ] && [ -z "$own_student" ] && [ "$MASOPD_TINY_TEACHER" = 0 ]; then
+    fail "TEACHER_MODEL: $own_teacher does not have the tiny world's tokenizer: set STUDENT_MODEL to its student"
+  fi
   if [ -n "${MASOPD_PRESET:-}" ]; then
     preset="$MASOPD_PRESET" why="MASOPD_PRESET"
   elif [ "$tiny" = 1 ]; then
@@ -52,10 +75,8 @@ if [ "${MASOPD_CPU:-0}" = 1 ]; then
   elif [ -n "$own_style" ]; then
     cpu_overrides+=("workflow.prompt_style=$own_style")
   fi
-  echo "recipes/masopd.sh: CPU mode, preset=$preset ($why)" >&2
 fi
 
-fail() { echo "recipes/masopd.sh: $*" >&2; exit 2; }
 # Hydra list of the comma-separated paths in variable $1, each checked to exist.
 path_list() {
   local name="$1" items=() paths path
@@ -73,7 +94,6 @@ path_list() {
 [ -n "${TRAIN_FILES:-}" ] || fail "set TRAIN_FILES to the training parquet file(s) written by data_prep (python -m data_prep ...)"
 train_files="$(path_list TRAIN_FILES)"
 inputs=("students.path=$STUDENT_MODEL" "data.train_files=$train_files")
-teacher_source="${TEACHER_SOURCE:-path}"
 if [ "$teacher_source" != path ]; then
   inputs+=("teacher.source=$teacher_source")  # the policies are their own teachers: TEACHER_MODEL is not read
 elif [ -n "${TEACHER_MODEL:-}" ]; then
@@ -85,4 +105,9 @@ if [ -n "${VAL_FILES:-}" ]; then
   inputs+=("data.val_files=$val_files")
 fi
 
-exec "$PYTHON" -m verl_masopd.train workflow.domain="$domain" "${cpu_overrides[@]}" "${inputs[@]}" "$@"
+command=(workflow.domain="$domain" "${cpu_overrides[@]}" "${inputs[@]}" "$@")
+if [ "$teacher_check" = 1 ] && "$PYTHON" "$root/recipes/needs_teacher.py" "${command[@]}"; then
+  fail "STUDENT_MODEL is your own model, whose tokenizer the tiny world's teacher does not share: set TEACHER_MODEL (a teacher with your model's tokenizer) or TEACHER_SOURCE=frozen|live"
+fi
+if [ "${MASOPD_CPU:-0}" = 1 ]; then echo "recipes/masopd.sh: CPU mode, preset=$preset ($why)" >&2; fi
+exec "$PYTHON" -m verl_masopd.train "${command[@]}"

@@ -28,7 +28,7 @@ if [ "${MASOPD_CPU:-0}" = 1 ]; then
     if [ -x "$root/.venv/bin/python" ]; then python="$root/.venv/bin/python"; else python=python3; fi
   fi
   world="$("$python" "$here/tiny_world.py" --cache "${MASOPD_CACHE:-$root/.cache/cpu}" --domain qa)"
-  eval "$world"
+  eval "$(grep '^export RETRIEVER=' <<< "$world" || true)"  # the models and questions: masopd.sh's CPU mode
   budget=()
 fi
 [ -n "${RETRIEVER:-}" ] || { echo "recipes/multiagent_opd.sh: set RETRIEVER to a BM25 index folder or a retrieval server URL" >&2; exit 2; }

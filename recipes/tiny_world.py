@@ -14,6 +14,7 @@ Prints shell `export` lines for the recipe's variables:
   MASOPD_TINY_MODELS   1 when the student (STUDENT_MODEL as set, else the shipped one) has the tiny
                        models' byte-level tokenizer, else 0: the recipes then keep the tiny world's
                        preset for the tiny models and use preset=small_cpu for a model of your own
+  MASOPD_TINY_TEACHER  only when TEACHER_MODEL is set: 1 when it has that tokenizer too, else 0
 Shipped models are checked against their manifest first (a mismatch stops with the file named and
 the rebuild command). A variable already set in the environment wins: it is not printed
 (MASOPD_TINY_MODELS, which follows from the student, is always printed).
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"export {name}={shlex.quote(value)}")
     tiny = tiny_student(os.environ.get("STUDENT_MODEL") or exports["STUDENT_MODEL"], exports["STUDENT_MODEL"])
     print(f"export MASOPD_TINY_MODELS={int(tiny)}")
+    if os.environ.get("TEACHER_MODEL"):
+        print(f"export MASOPD_TINY_TEACHER={int(tiny_student(os.environ['TEACHER_MODEL'], exports['STUDENT_MODEL']))}")
     return 0
 
 

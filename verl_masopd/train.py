@@ -18,9 +18,10 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
+from verl_masopd.config_errors import ConfigError
 from verl_masopd.run_folder import remove_run_folder
 from verl_masopd.trainer.checkpoint import CheckpointError
-from verl_masopd.trainer.config import ConfigError, validate_config
 from verl_masopd.trainer.loop import run
 
 
@@ -45,7 +46,7 @@ def check_overrides(arguments: list[str]) -> None:
 
 @hydra.main(config_path="config", config_name="masopd_trainer", version_base="1.3")
 def _train(cfg: DictConfig) -> None:
-    """Hydra's composed `cfg`, read once into the run config (trainer/config.py) that the run takes."""
+    """Hydra's composed `cfg`, read once into the run config (config/validate.py) that the run takes."""
     try:
         run(validate_config(cfg))
     except ConfigError as e:

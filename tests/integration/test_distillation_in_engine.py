@@ -1,9 +1,11 @@
 """The engine's distillation modes on verl's real engine (one rank, CPU): the loss verl reports
-equals the divergence computed here by hand from the models' own logits, and an update moves the
-student towards the teacher (trainer/distillation_loss.py)."""
+equals the divergence computed here by hand from the models' own logits, an update moves the
+student towards the teacher, and a stale row's tokens weigh what the rollout correction says
+(trainer/distillation_loss.py, trainer/staleness.py)."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -11,9 +13,11 @@ from verl import DataProto
 
 from verl_masopd.algos.distillation import DistillationSettings
 from verl_masopd.config import compose_config
+from verl_masopd.config.actor_loss import actor_loss
+from verl_masopd.config.validate import verl_algo_config
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
-from verl_masopd.trainer.actor_loss import actor_loss
 from verl_masopd.trainer.distillation_loss import DistillationActorLoss
+from verl_masopd.trainer.staleness import Staleness
 
 pytestmark = pytest.mark.integration
 
@@ -138,3 +142,43 @@ def test_policy_gradient_form_with_an_advantage_adds_both_terms(batch, tiny_mode
 
     assert metrics["distillation/loss"][0] == pytest.approx(distill, rel=1e-4)
     assert metrics["loss"][0] == pytest.approx(policy + distill, rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"loss_mode": "k3", "use_policy_gradient": False},
+        {"loss_mode": "forward_kl_topk", "topk": K, "use_policy_gradient": False, "log_prob_min_clamp": -10.0},
+    ],
+)
+def test_a_stale_row_weighs_what_the_rollout_correction_says(settings, batch, tiny_model_path):
+    """Row 0 is one version stale with log r = 0.4, −3.0, 1.2 on its 3 tokens: the correction rejects
+    the second (r < 0.2) and weighs the others min(r, 2). The engine's distillation term leaves the
+    rejected token out, and its sampled-token supervised form (k3) carries the weights; a top-k
+    term, an expectation over the vocabulary, carries none."""
+    cfg = compose_config(["preset=cpu", f"students.path={tiny_model_path}"])
+    engine = PolicyEngine.local(EngineSettings(model_path=tiny_model_path, lr=1e-4, seed=0))
+    data = DataProto(batch=batch.batch.clone())
+    old = engine.infer_batch(data)
+    data.batch["old_log_probs"] = old
+    log_r = torch.zeros_like(old)
+    log_r[0, :3] = torch.tensor([0.4, -3.0, 1.2])
+    data.batch["rollout_log_probs"] = old - log_r
+    data.non_tensor_batch["policy"] = np.array(["p"] * 3, dtype=object)
+    data.non_tensor_batch["policy_version"] = np.array([0, 1, 1], dtype=object)
+
+    Staleness(1, verl_algo_config(cfg).rollout_correction).apply(data, {"p": 1})
+
+    mask = data.batch["response_mask"].float()
+    assert mask[0, :3].tolist() == [1.0, 0.0, 1.0]
+    rho = torch.ones_like(mask)
+    rho[0, :3] = torch.tensor([math.exp(0.4), 1.0, 2.0])
+    hand = DataProto(batch=data.batch.clone())
+    sampled = settings["loss_mode"] == "k3"
+    hand.batch["distillation_weight"] = data.batch["distillation_weight"] * mask * (rho if sampled else 1.0)
+    expected = expected_loss(hand, response_log_softmax(tiny_model_path, data), settings["loss_mode"])
+    assert expected > 1e-4
+
+    metrics = engine.train_mini_batch(data, loss_fn(tiny_model_path, **settings))
+
+    assert metrics["distillation/loss"][0] == pytest.approx(expected, rel=1e-4)

@@ -97,7 +97,7 @@ def test_actor_config_settings_reach_the_loss_in_the_engine(student, make_policy
     """entropy_coeff and clip_ratio_high of `actor_rollout_ref.actor` reach verl's loss in the engine:
     the entropy term is computed and the pg clip bound follows clip_ratio_high."""
     from verl_masopd.config import compose_config
-    from verl_masopd.trainer.actor_loss import actor_loss
+    from verl_masopd.config.actor_loss import actor_loss
 
     overrides = ["preset=cpu", f"students.path={tiny_model_path}", "algorithm.adv_estimator=grpo"]
     plain = actor_loss(compose_config(overrides))

@@ -15,10 +15,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import LENGTH, STOP
-from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration

@@ -21,6 +21,8 @@ import pytest
 import torch
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import ServingSection, TrainerSection
+from verl_masopd.config.validate import composed_record, read_fields
 from verl_masopd.engine.policy_engine import EngineSettings, policy_loss
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.batch import to_dataproto
@@ -31,7 +33,6 @@ from verl_masopd.serving.plans import plan_policy_serving
 from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.trainer.config import ServingSection, TrainerSection, composed_record, read_fields
 from verl_masopd.workflows.problem import Problem
 
 pytestmark = pytest.mark.integration

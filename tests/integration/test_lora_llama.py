@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from verl_masopd.config.lora import policy_loras
 from verl_masopd.engine.policy_engine import ADAPTER_FOLDER, EngineSettings, PolicyEngine, policy_loss
-from verl_masopd.trainer.lora import policy_loras
 
 pytestmark = pytest.mark.integration
 

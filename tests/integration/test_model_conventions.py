@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
+from verl_masopd.config.model_conventions import check_model_conventions
 from verl_masopd.config_errors import ConfigError
 from verl_masopd.eval.__main__ import main as eval_main
-from verl_masopd.trainer.model_conventions import check_model_conventions
 
 pytestmark = pytest.mark.integration
 
@@ -68,6 +69,90 @@ def test_a_folder_without_a_chat_template_is_refused(tmp_path):
     assert message == (
         f"students.path: the tokenizer at {bare} has no chat template; contexts are rendered with the model's "
         "chat template"
+    )
+
+
+def test_an_end_of_turn_that_is_not_an_eos_is_refused(smollm2_path, tmp_path):
+    """eos <|endoftext|> in the tokenizer and the generation config, a template that ends each assistant
+    turn with <|im_end|> (a base model's convention): the HF backend stopped only at <|endoftext|>."""
+    base = copy(TINY / "student", tmp_path / "base")
+    edit_json(base / "tokenizer_config.json", eos_token="<|endoftext|>")
+    edit_json(base / "generation_config.json", eos_token_id=0)
+    assert refusal({"students.path": str(base)}, None) == (
+        f"students.path: the chat template at {base} ends an assistant turn with [2 '<|im_end|>'], which is not "
+        "an eos id ([0 '<|endoftext|>']), so replies run on past their end; set eos_token to '<|im_end|>' in "
+        "tokenizer_config.json and eos_token_id to 2 in generation_config.json"
+    )
+    (base / "generation_config.json").unlink()  # the tokenizer's eos alone must end the turn
+    assert refusal({"students.path": str(base)}, None) == (
+        f"students.path: the chat template at {base} ends an assistant turn with [2 '<|im_end|>'], which is not "
+        "an eos id ([0 '<|endoftext|>']), so replies run on past their end; set eos_token to '<|im_end|>' in "
+        "tokenizer_config.json"
+    )
+    edit_json(base / "tokenizer_config.json", eos_token="<|im_end|>")  # the fix
+    check_model_conventions({"students.path": str(base)}, None)
+    smol = copy(smollm2_path, tmp_path / "smol")
+    edit_json(smol / "tokenizer_config.json", eos_token="<|endoftext|>")
+    edit_json(smol / "generation_config.json", eos_token_id=0)
+    assert "ends an assistant turn with [2 '<|im_end|>'], which is not an eos id" in refusal({"s": str(smol)}, None)
+
+
+def test_an_end_of_turn_in_the_generation_configs_eos_passes(tmp_path):
+    """Qwen2.5-Instruct's convention: eos <|im_end|>, pad <|endoftext|>, both eos in the generation config."""
+    qwen = copy(TINY / "student", tmp_path / "qwen")
+    edit_json(qwen / "tokenizer_config.json", eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    edit_json(qwen / "generation_config.json", eos_token_id=[2, 0])
+    check_model_conventions({"students.path": str(qwen)}, None)
+
+
+LLAMA3 = (
+    "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' "
+    "+ message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+)
+GEMMA = (
+    "{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
+    "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+
+@pytest.mark.parametrize(
+    "template,tokens",
+    [
+        (LLAMA3, ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]),
+        (GEMMA, ["<start_of_turn>", "<end_of_turn>"]),
+    ],
+)
+def test_the_end_of_turn_of_llama3_and_gemma_templates(tmp_path, template, tokens):
+    """The tiny tokenizer with Llama 3's or Gemma's turn tokens and template: their end of turn
+    (<|eot_id|>, <end_of_turn>) passes as eos and is named when the eos is <|endoftext|>."""
+    tokenizer = AutoTokenizer.from_pretrained(TINY / "student")
+    tokenizer.add_special_tokens({"additional_special_tokens": tokens})
+    tokenizer.chat_template = template
+    for eos in (tokens[-1], "<|endoftext|>"):
+        tokenizer.eos_token = eos
+        folder = tmp_path / eos.strip("<|>")
+        tokenizer.save_pretrained(folder)
+        if eos == tokens[-1]:
+            check_model_conventions({"students.path": str(folder)}, None)
+            continue
+        end = tokenizer.convert_tokens_to_ids(tokens[-1])
+        assert refusal({"students.path": str(folder)}, None) == (
+            f"students.path: the chat template at {folder} ends an assistant turn with [{end} {tokens[-1]!r}], "
+            f"which is not an eos id ([0 '<|endoftext|>']), so replies run on past their end; set eos_token to "
+            f"{tokens[-1]!r} in tokenizer_config.json"
+        )
+
+
+def test_a_turn_ended_by_plain_text_is_refused(tmp_path):
+    plain = copy(TINY / "student", tmp_path / "plain")
+    template = (plain / "chat_template.jinja").read_text()
+    (plain / "chat_template.jinja").write_text(template.replace("'<|im_end|>\\n'", "'\\n### end\\n'"))
+    assert refusal({"students.path": str(plain)}, None) == (
+        f"students.path: the chat template at {plain} ends an assistant turn with the text '### end\\n<|im_start|>', "
+        "not a token, so generation has nothing to stop at but eos [2 '<|im_end|>']; use a template that ends "
+        "each assistant turn with the eos token"
     )
 
 

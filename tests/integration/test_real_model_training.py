@@ -20,9 +20,9 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 
 from verl_masopd.config import compose_config
-from verl_masopd.trainer.config import validate_config
+from verl_masopd.config.model_conventions import check_model_conventions
+from verl_masopd.config.validate import validate_config
 from verl_masopd.trainer.loop import Trainer
-from verl_masopd.trainer.model_conventions import check_model_conventions
 
 # the first test of an estimator runs its step: about a CPU-minute; a shared, loaded machine stretches the wall time
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]

@@ -13,8 +13,9 @@ import yaml
 from safetensors.torch import load_file
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import build_workflow
+from verl_masopd.config.validate import validate_config
 from verl_masopd.engine.policy_engine import RENDEZVOUS_VARIABLES
-from verl_masopd.trainer.config import validate_config
 
 pytestmark = pytest.mark.integration
 
@@ -211,7 +212,9 @@ def test_cpu_mode_keeps_a_real_models_settings_and_names_its_preset(smollm2_path
         256,
         5e-6,
     )
-    argv, stderr = trainer_argv(tmp_path, STUDENT_MODEL=smollm2_path, MASOPD_PRESET="cpu", MASOPD_PROMPT_STYLE="paper")
+    argv, stderr = trainer_argv(
+        tmp_path, STUDENT_MODEL=smollm2_path, TEACHER_SOURCE="frozen", MASOPD_PRESET="cpu", MASOPD_PROMPT_STYLE="paper"
+    )
     assert "preset=cpu" in argv and "workflow.prompt_style=paper" in argv
     assert "CPU mode, preset=cpu (MASOPD_PRESET)" in stderr
 
@@ -298,7 +301,8 @@ def test_search_recipe_composes_its_roles(name, toy_search_index, tiny_model_pat
         horizon,
         "shared",
     )
-    assert run.built_workflow.system == system and run.built_workflow.search_tool.max_calls == 3
+    workflow = build_workflow(run.workflow)
+    assert workflow.system == system and workflow.search_tool.max_calls == 3
     assert run.teacher.model_path == {"teacher": tiny_teacher_path, "student": tiny_model_path}[teacher]
     chosen = {role: run.estimator.role_estimator(role) for role in roles}
     assert {role: (e.settings.name, e.group_by) for role, e in chosen.items()} == roles
@@ -331,3 +335,93 @@ def test_cpu_mode_trains_the_search_team_on_the_tiny_search_world(name, tmp_path
     initial = load_file(student / "model.safetensors")
     trained = load_file(checkpoints / "global_step_2" / "policy_shared" / "huggingface" / "model.safetensors")
     assert any(not torch.equal(trained[k], initial[k]) for k in initial)
+
+
+@pytest.fixture
+def own_model(tiny_model_path, tmp_path) -> str:
+    """A model of one's own: the tiny student's weights with a tokenizer the tiny world's lacks."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "own_model"
+    shutil.copytree(tiny_model_path, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.add_tokens(["<own>"])
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def cpu_recipe(tmp_path, script: str, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str] | None]:
+    """A recipe in CPU mode with an interpreter that captures the trainer's arguments (None: the
+    trainer never started) and runs everything else with this Python."""
+    captured, interpreter = tmp_path / "argv", tmp_path / "python"
+    captured.unlink(missing_ok=True)
+    interpreter.write_text(
+        f'#!/bin/sh\nif [ "$1" = -m ]; then printf "%s\\n" "$@" > {captured}; else exec {sys.executable} "$@"; fi\n'
+    )
+    interpreter.chmod(0o755)
+    result = recipe(script, *args, PYTHON=str(interpreter), MASOPD_CPU="1", MASOPD_CACHE=str(tmp_path / "cache"), **env)
+    return result, captured.read_text().splitlines() if captured.exists() else None
+
+
+ASKS_FOR_A_TEACHER = (
+    "recipes/masopd.sh: STUDENT_MODEL is your own model, whose tokenizer the tiny world's teacher does not share: "
+    "set TEACHER_MODEL (a teacher with your model's tokenizer) or TEACHER_SOURCE=frozen|live\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("script", "by_override"),
+    [("masopd_math.sh", False), ("masopd_math.sh", True), ("baselines/opd.sh", False), ("multiagent_opd.sh", False)],
+)
+def test_cpu_mode_with_ones_own_student_and_no_teacher_stops_before_the_trainer(
+    script, by_override, own_model, tmp_path
+):
+    """The tiny world's teacher is not taken for a student of one's own (named by STUDENT_MODEL or
+    students.path=) when a teacher is needed: one line, exit 2, no trainer started."""
+    student = (f"students.path={own_model}",) if by_override else ()
+    env = {} if by_override else {"STUDENT_MODEL": own_model}
+    result, argv = cpu_recipe(tmp_path, script, *student, DOMAIN="math", **env)
+    assert (result.returncode, argv, result.stderr) == (2, None, ASKS_FOR_A_TEACHER)
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "env", "source", "estimator"),
+    [
+        ("masopd_math.sh", ("teacher.source=frozen",), {}, "frozen", "masopd"),
+        ("masopd_math.sh", ("++teacher.source=live",), {"TEACHER_MODEL": "/nowhere"}, "live", "masopd"),
+        ("masopd_math.sh", (), {"TEACHER_SOURCE": "frozen"}, "frozen", "masopd"),
+        ("baselines/grpo.sh", (), {}, "path", "grpo"),
+        ("baselines/magrpo.sh", (), {}, "path", "magrpo"),
+        ("baselines/marft.sh", (), {}, "path", "marft"),
+        ("baselines/at_grpo.sh", (), {}, "path", "at_grpo"),
+        ("baselines/cure.sh", (), {"DOMAIN": "code"}, "path", "cure"),
+    ],
+)
+def test_cpu_mode_with_ones_own_student_runs_what_needs_no_teacher_model(
+    script, args, env, source, estimator, own_model, tmp_path
+):
+    """Self-distillation (TEACHER_SOURCE or the teacher.source= override, a TEACHER_MODEL then
+    unread) and the baselines without a teacher start with one's own student and no teacher model."""
+    result, argv = cpu_recipe(tmp_path, script, *args, STUDENT_MODEL=own_model, **{"DOMAIN": "math", **env})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not any(a.startswith("teacher.model_path=") for a in argv)
+    run = validate_config(compose_config(argv[2:]))
+    assert (run.estimator.name, run.teacher.source, run.teacher.model_path) == (estimator, source, None)
+    assert run.students.path == own_model and "preset=small_cpu" in argv
+
+
+def test_cpu_mode_with_ones_own_teacher_needs_ones_own_student(own_model, tiny_teacher_path, tmp_path):
+    """The tiny student is not taken for a teacher of one's own (TEACHER_MODEL or the override) that
+    lacks its tokenizer; a teacher with the tiny tokenizer keeps the tiny world's student."""
+    for args, env in (((), {"TEACHER_MODEL": own_model}), ((f"teacher.model_path={own_model}",), {})):
+        result, argv = cpu_recipe(tmp_path, "masopd_math.sh", *args, **env)
+        assert (result.returncode, argv) == (2, None)
+        assert result.stderr == (
+            f"recipes/masopd.sh: TEACHER_MODEL: {own_model} does not have the tiny world's tokenizer: "
+            "set STUDENT_MODEL to its student\n"
+        )
+    result, argv = cpu_recipe(tmp_path, "masopd_math.sh", TEACHER_MODEL=tiny_teacher_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"teacher.model_path={tiny_teacher_path}" in argv and "preset=tiny_world" in argv

@@ -14,10 +14,10 @@ from transformers import AutoModelForCausalLM
 from data_prep.schema import qa_row
 from data_prep.writer import write_rows
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
-from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 from verl_masopd.workflows.search import PAPER_INSTRUCTIONS
 

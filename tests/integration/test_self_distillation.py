@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.engine.policy_engine import PolicyEngine
 from verl_masopd.teacher.engine_scorer import AdapterOff, scoring_batch
 from verl_masopd.teacher.scoring import ScoreRequest
-from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.rollout.backend import Generation
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.tiny_world import world
-from verl_masopd.trainer.config import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from verl_masopd.config import compose_config
-from verl_masopd.trainer.config import validate_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration

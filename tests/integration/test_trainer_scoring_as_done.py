@@ -5,7 +5,7 @@ scored after the rollout (the sampling is seeded per request, so both steps play
 import pytest
 
 from verl_masopd.config import compose_config
-from verl_masopd.trainer.config import validate_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 def one_step(cfg, backends, after: bool) -> dict[str, float]:
     trainer = Trainer(validate_config(cfg), backend_factory=backends)
     if after:
-        trainer._scores_as_done = lambda: False  # the lockstep trainer's scoring, on the same rollout
+        trainer.scores_as_done = False  # the lockstep trainer's scoring, on the same rollout
     try:
         return trainer.train_step()
     finally:

@@ -4,7 +4,7 @@ tracking (console + TensorBoard) and leaves an atomic checkpoint of the last ste
 import pytest
 
 from verl_masopd.config import compose_config
-from verl_masopd.trainer.config import validate_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.trainer.loop import Trainer
 
 pytestmark = pytest.mark.integration

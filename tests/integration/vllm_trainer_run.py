@@ -70,7 +70,7 @@ def main(steps: int, overrides: list[str]) -> None:
     import ray
 
     from verl_masopd.config import compose_config
-    from verl_masopd.trainer.config import validate_config
+    from verl_masopd.config.validate import validate_config
     from verl_masopd.trainer.loop import Trainer
 
     trainer = Trainer(validate_config(compose_config(overrides)))  # starts a local Ray of its own

@@ -8,7 +8,8 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages, read_estimator, validate_estimator_config
+from verl_masopd.algos import compute_advantages, read_estimator
+from verl_masopd.config.estimator import validate_estimator_config
 
 
 def objects(*values):

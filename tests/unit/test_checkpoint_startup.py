@@ -18,6 +18,9 @@ import torch
 
 from data_prep.__main__ import main as data_prep_main
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import TrainerSection
+from verl_masopd.config.validate import composed_record, read_fields, validate_config
+from verl_masopd.config_errors import ConfigError
 from verl_masopd.trainer import checkpoint as ckpt
 from verl_masopd.trainer.checkpoint import (
     POINTER_FILE,
@@ -29,7 +32,6 @@ from verl_masopd.trainer.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from verl_masopd.trainer.config import ConfigError, TrainerSection, composed_record, read_fields, validate_config
 from verl_masopd.trainer.loop import Trainer
 
 

@@ -28,9 +28,9 @@ from verl_masopd.algos.distillation import DistillationSettings
 from verl_masopd.algos.masopd import MasopdOptions
 from verl_masopd.algos.specs import OPTION_SECTIONS
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import RunConfig
 from verl_masopd.eval.__main__ import VALIDATION_SAMPLING, build_parser
 from verl_masopd.eval.run_config import DEFAULTS, RUN_KEYS
-from verl_masopd.trainer.config import RunConfig
 from verl_masopd.workflows import workflow_class
 
 ROOT = Path(__file__).resolve().parents[2]

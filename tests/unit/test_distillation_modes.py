@@ -9,9 +9,11 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import compute_advantages, validate_estimator_config
-from verl_masopd.algos.distillation import DistillationSettings, distillation_signal, read_distillation
+from verl_masopd.algos import compute_advantages
+from verl_masopd.algos.distillation import DistillationSettings, distillation_signal
 from verl_masopd.config import compose_config
+from verl_masopd.config.distillation import read_distillation
+from verl_masopd.config.estimator import validate_estimator_config
 
 # two response tokens and one padding position; x = ℓT − ℓS = [0.5, −0.5]
 STUDENT = torch.tensor([[-1.0, -2.0, -0.5]])

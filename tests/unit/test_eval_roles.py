@@ -123,7 +123,8 @@ def test_settings_name_the_benchmark_file(tmp_path):
         data=str(data), limit=None, checkpoint=None, imports=[], workflow="mas", horizon=2, agents_per_role=1,
         policy_sharing="role", prompt_style="paper", context_layout="role_first",
         workflow_options={"shown_chars": 500}, k=4, temperature=0.6,
-        top_p=0.95, top_k=20, max_new_tokens=64, swap_roles=False, teacher=None, seed=3,
+        top_p=0.95, top_k=20, max_new_tokens=64, swap_roles=False, teacher=None, seed=3, engine="vllm",
+        dtype="bfloat16",
     )  # fmt: skip
     settings = eval_settings(args, "math", 5)
     assert (
@@ -133,3 +134,4 @@ def test_settings_name_the_benchmark_file(tmp_path):
     )
     assert settings["problems"] == 5 and settings["k"] == 4 and json.dumps(settings)
     assert settings["workflow_options"] == {"shown_chars": 500}
+    assert (settings["engine"], settings["dtype"]) == ("vllm", "bfloat16")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from verl_masopd.algos.checks import validate_estimator_config
 from verl_masopd.config import compose_config
+from verl_masopd.config.estimator import validate_estimator_config
 from verl_masopd.workflows import make_workflow, workflow_kind
 from verl_masopd.workflows.problem import Problem
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
+from verl_masopd.config_errors import ConfigError
 from verl_masopd.extensions import import_extensions
-from verl_masopd.trainer.config import ConfigError, validate_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def test_the_training_config_imports_before_it_checks_the_estimator():
     check = (
         "import sys\n"
         "from verl_masopd.config import compose_config\n"
-        "from verl_masopd.trainer.config import validate_config\n"
+        "from verl_masopd.config.validate import validate_config\n"
         "cfg = compose_config(['preset=cpu', 'workflow.domain=math', 'students.path=/nonexistent',\n"
         "    'algorithm.adv_estimator=role_loo', 'data.train_files=[/x.parquet]', *sys.argv[1:]])\n"
         "try:\n"

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
+import torch
 
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
@@ -86,3 +87,31 @@ async def test_a_request_joins_a_running_batch_and_matches_its_single_generation
         [alone] = await backend.generate([prompt], replace(greedy, seed=2))
         assert got.token_ids == alone.token_ids
         assert got.log_probs == pytest.approx(alone.log_probs, abs=1e-5)
+
+
+async def test_a_weight_update_waits_for_the_replies_in_flight_and_each_reply_records_its_version():
+    """Version 1 (the final norm zeroed: all logits 0) replies token 0 until its budget; version 2
+    (the shipped weights) replies in its own words. An update to version 2 sent while a version-1
+    reply decodes lands after it: the reply is version 1's throughout, a request sent beside the
+    update is one version's reply throughout, and each records the version that decoded it."""
+    backend = HFBackend(str(WEIGHTS / "math" / "student"), seed=0)
+    shipped = {k: v.clone() for k, v in backend.model.state_dict().items()}
+    backend.update_weights({**shipped, "model.norm.weight": torch.zeros_like(shipped["model.norm.weight"])}, 1)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=200)
+    long_prompt, late_prompt = prompts(backend)[3], prompts(backend)[0]
+    [shipped_late] = HFBackend(str(WEIGHTS / "math" / "student")).generate_sync([late_prompt], greedy)
+    replies = {1: lambda g: g.token_ids == [0] * 200, 2: lambda g: g.token_ids == shipped_late.token_ids}
+
+    before = backend.batcher.stats.steps
+    running = asyncio.ensure_future(backend.generate([long_prompt], replace(greedy, seed=0)))
+    while backend.batcher.stats.steps - before < 2:  # the long reply is decoding
+        await asyncio.sleep(0.0005)
+    update = asyncio.ensure_future(asyncio.to_thread(backend.update_weights, shipped, 2))
+    [late] = await backend.generate([late_prompt], replace(greedy, seed=1))
+    await update
+    [long] = await running
+    [after] = await backend.generate([late_prompt], replace(greedy, seed=2))
+
+    assert (long.token_ids, long.finish_reason, long.version) == ([0] * 200, "length", 1)
+    assert replies[late.version](late)
+    assert after.version == 2 and replies[2](after) and len(after.token_ids) < 200

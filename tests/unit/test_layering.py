@@ -1,10 +1,11 @@
-"""Imports between the parts of verl_masopd run downwards only.
+"""Imports between the parts of verl_masopd run downwards only, and no module imports itself
+through others.
 
-Every module under verl_masopd/ is parsed with `ast` (nothing is imported) and each
-`import verl_masopd.X...` / `from verl_masopd.X... import ...`, top level or inside a function,
-is an edge from the module's part to part X (a part: a subpackage, or a module directly in
-verl_masopd/). A part may import itself and the parts of lower layers, never a part of its own
-layer or of a higher one. The layers, bottom to top:
+Every module under verl_masopd/ is parsed with `ast` (nothing is imported) and each import
+statement naming verl_masopd (`import verl_masopd.X...` / `from verl_masopd.X... import ...`), top
+level, inside a function or under `if TYPE_CHECKING:`, is an edge from the module's part to part X
+(a part: a subpackage, or a module directly in verl_masopd/). A part may import itself and the
+parts of lower layers, never a part of its own layer or of a higher one. The layers, bottom to top:
 
     1. shared modules   chat, cli_args, config_errors, defaults, extensions, file_digest, folder_install,
                         quiet_import, run_folder, tiny_models, token_layout
@@ -15,10 +16,14 @@ layer or of a higher one. The layers, bottom to top:
     5. rollout          (episodes, generation backends, evaluation records and their summary)
     6. teacher, algos
     7. engine           (a policy on verl's training engine)
-    8. serving          (verl's vLLM servers for the policies and the teacher)
-    9. trainer, config, tiny_world
-   10. eval
-   11. report, train, plugin, merge_adapter
+    8. config           (the run config: its sections, `RunConfig` and their validation)
+    9. serving          (verl's vLLM servers for the policies and the teacher)
+   10. trainer, tiny_world
+   11. eval
+   12. report, train, plugin, merge_adapter
+
+Between modules, the same edges (to the module an import names: `from verl_masopd.a import b`
+names verl_masopd.a.b where that is a module, else verl_masopd.a) form no cycle.
 """
 
 import ast
@@ -46,8 +51,9 @@ LAYERS = [
     {"rollout"},
     {"teacher", "algos"},
     {"engine"},
+    {"config"},
     {"serving"},
-    {"trainer", "config", "tiny_world"},
+    {"trainer", "tiny_world"},
     {"eval"},
     {"report", "train", "plugin", "merge_adapter"},
 ]
@@ -60,25 +66,31 @@ def part_of(path: Path) -> str:
     return relative[0] if len(relative) > 1 else Path(relative[0]).stem
 
 
-def imported_parts(tree: ast.AST) -> set[str]:
-    """The parts a module imports at run time; an import under `if TYPE_CHECKING:` names a type for
-    annotations only (the serving plans annotate with the trainer's typed config sections) and is no
-    edge."""
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-        for inner in ast.walk(node)
-    }
-    names = []
+def imported_modules(tree: ast.AST) -> set[str]:
+    """The verl_masopd modules (and packages) a module's import statements name, every statement
+    counted: top level, in a function, under `if TYPE_CHECKING:`."""
+    names = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-    return {name.split(".")[1] for name in names if name.startswith("verl_masopd.")}
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative imports are not used in verl_masopd"
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names}
+            names |= {name for name in submodules if module_file(name) is not None} or {node.module}
+    return {name for name in names if name.split(".")[0] == "verl_masopd"}
+
+
+def imported_parts(tree: ast.AST) -> set[str]:
+    return {name.split(".")[1] for name in imported_modules(tree) if "." in name}
+
+
+def module_file(name: str) -> Path | None:
+    """The file of module or package `name` under verl_masopd/, None for a name inside a module."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def modules() -> list[Path]:
@@ -98,3 +110,26 @@ def test_imports_run_downwards():
             if LAYER_OF.get(target, -1) >= LAYER_OF[source]:
                 upward.append(f"{path.relative_to(PACKAGE.parent)} ({source}) imports {target}")
     assert not upward, "imports that run up or across the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_module_imports_itself_through_others():
+    """Depth-first over the module graph; a module met again on the current path closes a cycle."""
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        graph[module] = imported_modules(ast.parse(path.read_text(), filename=str(path))) - {module}
+    cycles, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycles.append(" -> ".join(path[path.index(module) :] + [module]))
+            return
+        if module in done:
+            return
+        for target in sorted(graph.get(module, ())):
+            visit(target, path + [module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)

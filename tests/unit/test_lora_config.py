@@ -1,15 +1,15 @@
 """Each policy's LoRA settings from verl's model keys and `students.lora.<policy>`, and the start-up
-refusals, on a real tiny model (verl_masopd/trainer/lora.py)."""
+refusals, on a real tiny model (verl_masopd/config/lora.py)."""
 
 import json
 
 import pytest
 from omegaconf import OmegaConf
 
+from verl_masopd.config.lora import policy_loras
 from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import EngineSettings, Lora, training_worker_config
 from verl_masopd.tiny_models import cached_model
-from verl_masopd.trainer.lora import policy_loras
 
 
 @pytest.fixture(scope="module")

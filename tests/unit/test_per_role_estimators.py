@@ -9,10 +9,12 @@ import torch
 from omegaconf import OmegaConf
 from verl import DataProto
 
-from verl_masopd.algos import actor_settings, compute_advantages, read_estimator, validate_estimator_config
+from verl_masopd.algos import actor_settings, compute_advantages, read_estimator
 from verl_masopd.config import compose_config
+from verl_masopd.config.estimator import validate_estimator_config
+from verl_masopd.config.validate import validate_config, verl_algo_config
+from verl_masopd.config_errors import ConfigError
 from verl_masopd.rollout.episode_rows import EpisodeRows
-from verl_masopd.trainer.config import ConfigError, validate_config, verl_algo_config
 
 
 def objects(*values):

@@ -14,8 +14,8 @@ import pytest
 
 from data_prep.writer import write_rows
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import validate_config
 from verl_masopd.tiny_world.math_tasks import math_rows
-from verl_masopd.trainer.config import validate_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_readme_commands import problems, shell_commands  # noqa: E402

@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.validate import composed_record
 from verl_masopd.eval.run_config import run_settings
 from verl_masopd.trainer.checkpoint import (
     CONFIG_FILE,
@@ -21,7 +22,6 @@ from verl_masopd.trainer.checkpoint import (
     config_hash,
     save_checkpoint,
 )
-from verl_masopd.trainer.config import composed_record
 
 EARLIER = Path(__file__).parent / "data" / "run_before_one_config" / "global_step_3"
 OVERRIDES = [

@@ -6,8 +6,9 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
+from verl_masopd.config.teachers import read_teachers
 from verl_masopd.config_errors import ConfigError
-from verl_masopd.teacher.teachers import Teacher, Teachers, check_teachers, read_teachers
+from verl_masopd.teacher.teachers import Teacher, Teachers, check_teachers
 
 
 def teachers(weighting="fixed", temperature=1.0, route_by="data_source", keys=(None, None)):

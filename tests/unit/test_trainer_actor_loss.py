@@ -5,8 +5,8 @@ import torch
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
 from verl_masopd.config import compose_config
-from verl_masopd.trainer.actor_loss import actor_loss, check_actor_settings
-from verl_masopd.trainer.config import ConfigError
+from verl_masopd.config.actor_loss import actor_loss, check_actor_settings
+from verl_masopd.config_errors import ConfigError
 
 ACTOR = "actor_rollout_ref.actor"
 

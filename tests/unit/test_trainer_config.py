@@ -15,8 +15,10 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig, HFModelConfig, SamplingConfig
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import build_workflow
+from verl_masopd.config.validate import validate_config, verl_algo_config
+from verl_masopd.config_errors import ConfigError
 from verl_masopd.rollout.backend import SamplingParams
-from verl_masopd.trainer.config import ConfigError, validate_config, verl_algo_config
 
 
 def math_row(uid: str) -> dict:
@@ -197,10 +199,18 @@ def test_a_valid_config_reads_into_the_run_settings(cpu_cfg, tiny_model_path, ti
     lora_on_vllm = with_values(on_vllm, actor_rollout_ref__model__lora_rank=4)
     assert validate_config(lora_on_vllm).rollout.max_off_policy == 1  # the multi-LoRA servers generate beside it
     assert validate_config(with_values(on_vllm, rollout__max_off_policy=0)).rollout.max_off_policy == 0
+    beside = with_values(cpu_cfg, rollout__max_off_policy=1, actor_rollout_ref__rollout__temperature=0.6)
+    assert validate_config(beside).train_sampling.log_prob_temperature == 0.6
+    for truncation in ({"top_p": 0.9}, {"top_k": 20}):
+        truncated = with_values(beside, **{f"actor_rollout_ref__rollout__{k}": v for k, v in truncation.items()})
+        assert error_of(truncated).startswith(
+            "rollout.max_off_policy: rollouts beside the update need untruncated sampling"
+        )
+        assert validate_config(with_values(truncated, rollout__max_off_policy=0)).rollout.max_off_policy == 0
     assert run.train_files == (train_file,) and run.val_files == ()
     assert run.train_sampling == SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_new_tokens=64)
     assert run.val_sampling == SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
-    workflow = run.built_workflow
+    workflow = build_workflow(run.workflow)
     assert (workflow.horizon, workflow.timeout, [a.name for a in workflow.agents]) == (
         2,
         10.0,
@@ -511,3 +521,20 @@ def test_a_frozen_teacher_refuses_lora_policies_that_start_from_an_adapter(cpu_c
     assert "but tool_user start from a saved adapter" in error_of(cfg)
     assert validate_config(with_values(cfg, teacher__source="live")).loras["tool_user"].adapter_path == str(adapter)
     assert validate_config(with_values(cfg, students__lora={})).loras["tool_user"].rank == 4
+
+
+def test_a_live_teacher_with_a_topk_mode_on_hybrid_workers_is_refused_before_anything_starts(cpu_cfg):
+    """The hybrid vLLM workers of full fine-tuning have no packed forward for a live teacher's top-k
+    rows: refused by the validation, before any engine or server starts; hf runs it."""
+    live_topk = with_values(
+        cpu_cfg,
+        teacher__source="live",
+        teacher__model_path=None,
+        distillation__distillation_loss__loss_mode="forward_kl_topk",
+        distillation__distillation_loss__topk=4,
+        distillation__distillation_loss__use_policy_gradient=False,
+    )
+    assert validate_config(live_topk).estimator.distillation.uses_topk
+    assert error_of(with_values(live_topk, actor_rollout_ref__rollout__name="vllm")).startswith(
+        "teacher.source: live with a top-k distillation mode needs the policy engine's packed forward"
+    )

@@ -5,7 +5,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from verl_masopd.config import compose_config
-from verl_masopd.trainer.config import TrainerSection, composed_record, read_fields
+from verl_masopd.config.run import TrainerSection
+from verl_masopd.config.validate import composed_record, read_fields
 from verl_masopd.trainer.tracking import open_tracking
 
 

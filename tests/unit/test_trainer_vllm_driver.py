@@ -10,6 +10,8 @@ import pytest
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from verl_masopd.config import compose_config
+from verl_masopd.config.run import ServingSection, TrainerSection
+from verl_masopd.config.validate import composed_record, read_fields
 from verl_masopd.engine.policy_engine import EngineSettings
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.records import FAILED, STOP
@@ -17,7 +19,6 @@ from verl_masopd.serving.hybrid_policy import HybridPolicy, HybridPolicyEngine
 from verl_masopd.serving.plans import plan_policy_serving
 from verl_masopd.serving.policy_servers import ColocatedWeightSync, PolicyServerManager
 from verl_masopd.serving.server_backend import VerlServerBackend
-from verl_masopd.trainer.config import ServingSection, TrainerSection, composed_record, read_fields
 
 EOS = 2
 

@@ -22,7 +22,7 @@ typed object handed down to the estimation and the trainer; with `algorithm.per_
 (per_role.py) it also holds each listed role's estimator, and answers for all the estimators in
 play what the trainer must build (`needs_teacher`, `needs_reference`, `needs_critic`, κ).
 
-The start-up check of a config against these specs is checks.py.
+The start-up check of a config against these specs is config/estimator.py.
 """
 
 from collections.abc import Callable, Mapping
@@ -92,7 +92,7 @@ INDEPENDENT_POLICIES = frozenset({"role", "agent"})
 # ℓS for the teacher estimators: the engine's old log-probs, else the sampling ones.
 STUDENT_LOG_PROBS = ("old_log_probs", "rollout_log_probs")
 TEACHER_PATH = "teacher.model_path"
-SELF_SOURCES = ("frozen", "live")  # teacher.source values with no teacher model (trainer/config.py)
+SELF_SOURCES = ("frozen", "live")  # teacher.source values with no teacher model (config/run.py)
 TEACHER_ONLY = "its advantage is the distillation signal itself, with no task reward to add it to"
 
 ESTIMATORS: dict[str, EstimatorSpec] = {
@@ -321,7 +321,7 @@ def read_estimator(
     """The settings of `algorithm.adv_estimator`, with those of `algorithm.per_role`'s roles;
     every option section is validated (unknown keys, bad values raise a ConfigError naming the
     key), whichever estimators run. `roles`: the workflow's roles, when known; `distillation`:
-    the run's `distillation.distillation_loss` (read_distillation), for every estimator."""
+    the run's `distillation.distillation_loss` (config/distillation.py), for every estimator."""
     name = algorithm.get("adv_estimator")
     if name is None:
         raise ValueError(f"{ESTIMATOR_KEY} is missing")

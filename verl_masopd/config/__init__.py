@@ -6,6 +6,10 @@ loss settings from the estimator: `${masopd_actor:KEY,ESTIMATOR}` is
 `verl_masopd.algos.specs.actor_settings(ESTIMATOR)[KEY]`, so switching
 `algorithm.adv_estimator` switches the loss, and an explicit override that contradicts the
 estimator is caught by the start-up validation.
+
+The run config read from the composed config lives beside it: the sections and `RunConfig`
+(run.py), `validate_config` (validate.py) and the readers it calls (estimator.py, actor_loss.py,
+lora.py, teachers.py, distillation.py).
 """
 
 from __future__ import annotations

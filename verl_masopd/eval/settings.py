@@ -46,6 +46,8 @@ def eval_settings(args, domain: str, problems: int) -> dict:
         "swap_roles": args.swap_roles,
         "teacher": args.teacher,
         "seed": args.seed,
+        "engine": args.engine,
+        "dtype": args.dtype,
     }
 
 

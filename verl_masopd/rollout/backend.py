@@ -31,6 +31,17 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
 
+    @property
+    def truncates(self) -> bool:
+        """Top-k or top-p leave tokens out of the distribution sampled from."""
+        return self.top_p < 1.0 or self.top_k > 0
+
+    @property
+    def log_prob_temperature(self) -> float:
+        """T of the distribution softmax(z / T) the recorded log-probs are taken from: the sampling
+        temperature, or 1 under greedy decoding (T = 0), whose log-probs are of the unscaled logits."""
+        return self.temperature if self.temperature > 0 else 1.0
+
 
 def request_seed(*parts) -> int:
     """A 63-bit seed from `parts` (their text joined by "/"): the first 8 bytes of its SHA-256."""

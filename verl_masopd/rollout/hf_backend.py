@@ -19,7 +19,9 @@ A call whose sampling has no seed (the lockstep rollout) is generated as above, 
 A seeded call (the rollout without a turn barrier, backend.py) joins the backend's request queue
 instead: the requests waiting when the model is free form a batch, decoded step by step with
 finished rows leaving it, each row sampled from a generator seeded by request_seed(backend seed,
-weight version, request seed, index in the call) (rollout/hf_batching.py).
+weight version, request seed, index in the call) (rollout/hf_batching.py). A weight update waits
+for the batch in flight to finish and holds the waiting requests until it has loaded, so each
+reply is decoded by one weight version, which its `Generation.version` records.
 """
 
 from __future__ import annotations
@@ -59,13 +61,22 @@ class HFBackend:
         self.seed = seed
         self._calls = 0
         self.batcher = ContinuousBatcher(
-            self.model, self.pad_id, self.eos_ids, self._completes_stop, self._lock, max_batch_size
+            self.model,
+            self.pad_id,
+            self.eos_ids,
+            self._completes_stop,
+            self._lock,
+            max_batch_size,
+            lambda: self.version,
         )
 
     async def generate(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         if sampling.seed is not None:
-            seeds = [request_seed(self.seed, self.version, sampling.seed, i) for i in range(len(prompts))]
-            return await self.batcher.generate(prompts, seeds, sampling)
+
+            def seed(index: int, version: int) -> int:
+                return request_seed(self.seed, version, sampling.seed, index)
+
+            return await self.batcher.generate(prompts, seed, sampling)
         return await asyncio.to_thread(self.generate_sync, prompts, sampling)
 
     def generate_sync(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
@@ -79,9 +90,10 @@ class HFBackend:
         """Load `state_dict` (HF parameter names, strict) and record the weight `version`.
 
         Sampling after an update depends only on (seed, version, calls since the update), so a
-        run resumed from a checkpoint samples exactly what the uninterrupted run sampled.
+        run resumed from a checkpoint samples exactly what the uninterrupted run sampled. The load
+        waits for the continuous batch in flight to finish (rollout/hf_batching.py).
         """
-        with self._lock:
+        with self.batcher.held(), self._lock:
             self.model.load_state_dict(state_dict, strict=True)
             self.version = version
             self._calls = 0

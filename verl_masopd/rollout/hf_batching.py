@@ -12,20 +12,31 @@ finished row (and the leading columns that only finished rows used are cut from 
 of one batch may differ in `max_new_tokens` and stop strings. The model lock
 is held per step, so the batches of several backends (policies) take turns step by step.
 
+A weight update (`held`) never lands inside a reply: while one is pending the batch in flight
+admits no new rows, the update waits until its live rows have finished, and the waiting rows
+(those queued before the update and after) start in a batch on the new weights. So every reply,
+and the KV cache it is decoded on, comes from one weight version, the one recorded on it
+(`Generation.version`: the version when the row was admitted). The wait is bounded by the longest
+reply in flight (its `max_new_tokens` steps): decoding needs only the model lock, which the update
+does not hold while it waits.
+
 Per row and step, with logits z (float32): scores s = z / T, then HF's top-k and top-p warpers
 (the processors `generate` applies, in its order); the recorded log-prob is log_softmax(s)[y]
 (the processed distribution, as the HF backend's other path); y is drawn from softmax(s) by the
-row's own `torch.Generator`, seeded by the request, so a row's tokens do not depend on the batch
-it ran in. Greedy (T <= 0): y = argmax z and the log-prob is log_softmax(z)[y].
+row's own `torch.Generator`, seeded by its request's seed(index in the call, version) when it is
+admitted, so a row's tokens do not depend on the batch it ran in. Greedy (T <= 0): y = argmax z
+and the log-prob is log_softmax(z)[y].
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from transformers import DynamicCache
@@ -40,11 +51,12 @@ from verl_masopd.token_layout import left_padded
 class _Row:
     prompt: list[int]
     sampling: SamplingParams
-    seed: int
+    seed: Callable[[int], int]  # the row's sampling seed given the weight version that decodes it
     future: Future
     tokens: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
     generator: torch.Generator | None = None
+    version: int = 0
 
 
 @dataclass
@@ -63,7 +75,8 @@ class ContinuousBatcher:
     """Serves `generate` calls of one model from one queue; a thread decodes while requests wait.
 
     `completes_stop(tokens, stop)`: whether the generated `tokens` contain a stop string; `lock`
-    is held while a batch runs (the HF backends of a process compute one at a time)."""
+    is held while a batch runs (the HF backends of a process compute one at a time); `version()`:
+    the version of the weights the model holds."""
 
     def __init__(
         self,
@@ -73,6 +86,7 @@ class ContinuousBatcher:
         completes_stop: Callable[[list[int], tuple[str, ...]], bool],
         lock: threading.Lock,
         max_batch_size: int,
+        version: Callable[[], int],
     ):
         self.model = model
         self.pad_id = pad_id
@@ -80,16 +94,23 @@ class ContinuousBatcher:
         self.completes_stop = completes_stop
         self.lock = lock
         self.max_batch_size = max_batch_size
+        self.version = version
         self.stats = DecodeStats()
         self._waiting: list[_Row] = []
         self._guard = threading.Lock()
+        self._changed = threading.Condition(self._guard)
         self._draining = False
+        self._in_flight = False  # a batch is decoding
+        self._updates = 0  # weight updates pending or loading
 
-    async def generate(self, prompts: list[list[int]], seeds: list[int], sampling: SamplingParams) -> list[Generation]:
-        """One `Generation` per prompt, in order; prompt i is sampled with `seeds[i]`."""
+    async def generate(
+        self, prompts: list[list[int]], seed: Callable[[int, int], int], sampling: SamplingParams
+    ) -> list[Generation]:
+        """One `Generation` per prompt, in order; prompt i is sampled with the seed `seed(i, version)`,
+        version the one of the weights that decode it."""
         if any(not p for p in prompts):
             raise ValueError("empty prompt: every prompt needs at least one token")
-        rows = [_Row(list(p), sampling, seed, Future()) for p, seed in zip(prompts, seeds, strict=True)]
+        rows = [_Row(list(p), sampling, partial(seed, i), Future()) for i, p in enumerate(prompts)]
         with self._guard:
             self._waiting.extend(rows)
         # after the tasks already due on this loop (the other agents of a turn) have queued theirs
@@ -103,14 +124,35 @@ class ContinuousBatcher:
             self._draining = True
         threading.Thread(target=self._drain, name="hf-batching", daemon=True).start()
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Between batches (module doc): the batch in flight admits no new rows and finishes; no
+        batch starts until the block (a weight update) ends."""
+        with self._changed:
+            self._updates += 1
+            self._changed.wait_for(lambda: not self._in_flight)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._updates -= 1
+                self._changed.notify_all()
+
     def _drain(self) -> None:
-        """Run batches until nothing waits."""
+        """Run batches until nothing waits, each once no update is pending."""
         while True:
-            with self._guard:
+            with self._changed:
+                self._changed.wait_for(lambda: not self._updates)
                 if not self._waiting:
                     self._draining = False
                     return
-            self._run()
+                self._in_flight = True
+            try:
+                self._run()
+            finally:
+                with self._changed:
+                    self._in_flight = False
+                    self._changed.notify_all()
 
     def _take(self, kind: tuple | None, room: int) -> list[_Row]:
         """Up to `room` waiting rows of sampling `kind` (None: the first waiting row's), in order."""
@@ -123,16 +165,17 @@ class ContinuousBatcher:
 
     @torch.no_grad()
     def _run(self) -> None:
-        """One batch: admit what waits, sample a token per live row, drop finished rows, decode a
-        step; until no row is live and no row of the batch's sampling waits. The model lock is
-        held per step, so the batches of several backends take turns step by step."""
+        """One batch: admit what waits (nothing while an update is pending), sample a token per
+        live row, drop finished rows, decode a step; until no row is live and no row of the batch's
+        sampling is admitted. The model lock is held per step, so the batches of several backends
+        take turns step by step."""
         live: list[_Row] = []
         new: list[_Row] = []
         kind = cache = mask = next_position = logits = None
         try:
             while True:
                 with self._guard:
-                    new = self._take(kind, self.max_batch_size - len(live))
+                    new = [] if self._updates else self._take(kind, self.max_batch_size - len(live))
                 if not new and not live:
                     return
                 with self.lock:
@@ -167,8 +210,10 @@ class ContinuousBatcher:
         """Prefill `new` (left-padded, position ids counted over each row's own tokens, as HF's
         `generate`) and append its rows to the batch's: the shorter side's cache and mask get
         zeros (masked) on the left."""
+        version = self.version()
         for row in new:
-            row.generator = torch.Generator().manual_seed(row.seed)
+            row.version = version
+            row.generator = torch.Generator().manual_seed(row.seed(version))
         ids, new_mask = left_padded([r.prompt for r in new], self.pad_id)
         positions = (new_mask.cumsum(-1) - 1).masked_fill(new_mask == 0, 1)
         new_cache = DynamicCache()
@@ -204,7 +249,7 @@ class ContinuousBatcher:
             if finish is None:
                 keep.append(j)
             else:
-                row.future.set_result(Generation(row.tokens, row.log_probs, finish))
+                row.future.set_result(Generation(row.tokens, row.log_probs, finish, row.version))
         return keep
 
     def _forward(self, input_ids, mask, positions, cache) -> torch.Tensor:

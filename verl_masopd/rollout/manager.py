@@ -398,7 +398,7 @@ class RolloutManager:
             for i, gen in zip(pending, gens, strict=True):
                 reason = _malformed(gen)
                 if reason is None:
-                    results[i] = replace(gen, version=version)
+                    results[i] = replace(gen, version=max(version, gen.version))  # a newer backend stamp is exact
                 else:
                     self.metrics.failure_reasons[reason] += 1
                     still.append(i)

@@ -1,6 +1,6 @@
 """LoRA policies on the vllm path: one vLLM server per base model, one adapter per policy.
 
-With LoRA on (trainer/lora.py), every policy's engine is the project's verl `TrainingWorker`
+With LoRA on (config/lora.py), every policy's engine is the project's verl `TrainingWorker`
 (as on the hf path) and its generation is served by the standalone vLLM servers of its base
 model, shared by every policy that starts from that base (vLLM's multi-LoRA):
 
@@ -25,8 +25,7 @@ rollout.max_off_policy >= 1 they keep serving the next rollouts through every up
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from verl_masopd.config.run import RunConfig
 from verl_masopd.engine.policy import ServedPolicy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.hybrid_policy import eos_ids_of
@@ -34,9 +33,6 @@ from verl_masopd.serving.plans import plan_adapter_serving
 from verl_masopd.serving.policy_servers import PolicyServerManager, replica_servers, server_actors
 from verl_masopd.serving.server_backend import VerlServerBackend
 from verl_masopd.serving.vllm_cpu import call_timeout_s
-
-if TYPE_CHECKING:
-    from verl_masopd.trainer.config import RunConfig
 
 
 class AdapterClient:

@@ -45,15 +45,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_masopd.config.run import ServingSection, TrainerSection
 from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
-
-if TYPE_CHECKING:
-    from verl_masopd.trainer.config import ServingSection, TrainerSection
 
 CPU_ROLLOUT = {
     "enable_sleep_mode": False,

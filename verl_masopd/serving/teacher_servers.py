@@ -8,15 +8,12 @@ the servers are named `vllm_{name}_server_{replica}_0`. On CPU the replica is th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from verl_masopd.config.run import ServingSection
 from verl_masopd.serving.hybrid_policy import cpu_replica_class
 from verl_masopd.serving.plans import plan_teacher_serving
 from verl_masopd.serving.policy_servers import PolicyServerManager, server_actors
 from verl_masopd.serving.teacher_scorer import ServerTeacherScorer
-
-if TYPE_CHECKING:
-    from verl_masopd.trainer.config import ServingSection
 
 
 class VllmTeacher:

@@ -1,7 +1,7 @@
 """Several teachers, in verl's names (`distillation.teacher_models`, `distillation.teacher_key`):
 which teachers score a response, and how their scores become the one ℓT the estimators read.
 
-Config:
+Config (read at start by config/teachers.py):
     distillation.teacher_models.<name>.model_path   a teacher (an entry without one is verl's
                                                     placeholder and is skipped)
     distillation.teacher_models.<name>.key          the routing value it serves (null: every row)
@@ -39,10 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from omegaconf import DictConfig, OmegaConf
-
 from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_default
 
 SECTION = "distillation.teacher_models"
 ROUTING = ("data_source", "role")
@@ -98,47 +95,6 @@ class Teachers:
 def combine(weights: Sequence[float], rows: Sequence[Sequence[float]]) -> list[float]:
     """Σ_t α_t ℓT_t at every position of one response."""
     return [sum(a * x for a, x in zip(weights, column, strict=True)) for column in zip(*rows, strict=True)]
-
-
-def read_teachers(config: DictConfig, primary: str | None) -> Teachers:
-    """The teachers of `distillation` (module doc); `primary` is teacher.model_path. A bad entry or
-    setting is a ConfigError naming its key."""
-    section = OmegaConf.select(config, "distillation", default=None) or {}
-    entries = []
-    for name, entry in (section.get("teacher_models") or {}).items():
-        if entry is None or entry.get("model_path") in (None, ""):
-            continue
-        weight = entry.get("weight", 1.0)
-        require(
-            isinstance(weight, int | float) and not isinstance(weight, bool) and weight > 0 and math.isfinite(weight),
-            f"{SECTION}.{name}.weight",
-            f"must be a finite number > 0, got {weight!r}",
-        )
-        key = entry.get("key")
-        entries.append(Teacher(str(name), str(entry.model_path), None if key is None else str(key), float(weight)))
-    route_by = section.get("teacher_key", "data_source")
-    require(route_by in ROUTING, "distillation.teacher_key", f"must be one of {list(ROUTING)}, got {route_by!r}")
-    weighting = section.get("teacher_weighting", packaged_default("distillation.teacher_weighting"))
-    require(
-        weighting in WEIGHTINGS,
-        "distillation.teacher_weighting",
-        f"must be one of {list(WEIGHTINGS)}, got {weighting!r}",
-    )
-    temperature = section.get("teacher_temperature", packaged_default("distillation.teacher_temperature"))
-    require(
-        isinstance(temperature, int | float) and temperature > 0,
-        "distillation.teacher_temperature",
-        f"must be > 0, got {temperature!r}",
-    )
-    if not entries:
-        return Teachers((Teacher("teacher", primary),) if primary else (), route_by, weighting, float(temperature))
-    require(
-        primary in (None, "") or primary in {t.model_path for t in entries},
-        "teacher.model_path",
-        f"{primary} is not one of {SECTION}'s model paths {[t.model_path for t in entries]}; "
-        "set it to one of them or to null (the first)",
-    )
-    return Teachers(tuple(entries), route_by, weighting, float(temperature))
 
 
 def self_teachers(policy_paths: dict[str, str]) -> Teachers:

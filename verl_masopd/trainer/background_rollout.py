@@ -12,14 +12,16 @@ A thread, not a Ray actor: the generation backends (the rollout manager's event 
 thread through asyncio.run) stay in the trainer's process and receive new weights there without
 a copy to another process; torch's generation and update kernels release the GIL, so they share
 the cores. Backends that can take a policy's weights while the others generate:
-- hf: the HF backends' model lock orders a weight load (`update_weights`) between decoding
-  calls: a policy's sync never stops another policy's generation for longer than the load;
+- hf: a policy's weight load (`update_weights`) waits for the replies its own backend has in
+  flight and lands between two of its batches, so no reply mixes versions
+  (rollout/hf_batching.py); the model lock orders it between the other backends' decoding steps,
+  so a policy's sync never stops another policy's generation for longer than the load;
 - vllm with LoRA policies: the backends are clients of the standalone multi-LoRA servers
   (serving/adapter_policies.py), which generate in processes of their own; a sync loads one
   adapter in place between two engine steps while the other adapters' requests go on
   (serving/adapter_servers.py).
 vllm with full fine-tuning has none: each policy's hybrid worker sleeps its servers through the
-policy's update, so the config check refuses a bound >= 1 there (trainer/config.py).
+policy's update, so the config check refuses a bound >= 1 there (config/validate.py).
 
 Checkpoints: rollouts in flight are dropped. Each finished rollout carries the data position after
 its problems; the trainer saves the position of the last rollout it trained, so a resumed run

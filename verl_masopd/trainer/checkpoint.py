@@ -55,17 +55,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from verl_masopd.config.run import RESUME_MODES, TrainerSection
 from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.file_digest import relative_files, sha256_of
-
-if TYPE_CHECKING:
-    from verl_masopd.trainer.config import TrainerSection
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +74,6 @@ MANIFEST_FILE = "manifest.json"
 STEP_PREFIX = "global_step_"
 TEMP_PREFIX = ".tmp_global_step_"
 DAMAGED_INFIX = ".damaged-"
-RESUME_MODES = ("auto", "disable", "resume_path")
 # A write that failed with less than this free on the checkpoint's file system failed for lack of
 # space (torch's writer reports a full disk as "basic_ios::clear: iostream error", without errno).
 LOW_SPACE_BYTES = 1 << 20

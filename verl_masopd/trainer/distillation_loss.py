@@ -11,6 +11,18 @@ rows the teacher did not score and on observation tokens), aggregated like the P
 `loss_agg_mode` over the batch's response tokens N). Supervised form: D_k itself; policy-gradient
 form: verl's clipped loss with advantage −D_k.
 
+The token weights reaching the engine are those of the batch as the update sees it, after the
+rollout correction of stale rows (trainer/staleness.py):
+
+    ω_k = w_k · m_k · ρ_k      m_k: response_mask (0 on tokens the correction rejected);
+                               ρ_k: rollout_is_weights (1 on fresh rows) in the supervised form of
+                               a sampled-token mode only, else 1
+
+The supervised sampled-token term D_k(y_k) is an estimate over y_k ~ π_behaviour, so a stale row's
+token carries the same truncated importance weight as its policy-gradient term; a top-k term is
+an expectation over the vocabulary at position k and needs none; the policy-gradient form gets
+ρ_k from verl's own policy loss (`rollout_is_weights`), so it is not applied twice.
+
 The engine calls the loss twice per micro-batch: on the student's logits (the top-k modes' logits
 pass: verl's `compute_topk_loss` for forward_kl_topk, `jsd.jsd_topk` for jsd), then on the model
 output for the loss itself.
@@ -36,7 +48,7 @@ from verl.workers.utils.losses import ppo_loss
 
 from verl_masopd.algos import jsd
 from verl_masopd.algos.distillation import DistillationSettings
-from verl_masopd.trainer.actor_loss import ActorLoss
+from verl_masopd.config.actor_loss import ActorLoss
 
 WEIGHT = "distillation_weight"
 
@@ -90,8 +102,16 @@ class DistillationActorLoss(ActorLoss):
         return {
             "teacher_ids": _sequence_rows(ids.long(), prompt_width),
             "teacher_logprobs": _sequence_rows(log_probs.float(), prompt_width),
-            WEIGHT: batch.batch[WEIGHT].float(),
+            WEIGHT: self.token_weights(batch),
         }
+
+    def token_weights(self, batch: DataProto) -> torch.Tensor:
+        """ω_k = w_k · m_k · ρ_k [B, R] (module doc)."""
+        weights = batch.batch[WEIGHT].float() * batch.batch["response_mask"].float()
+        sampled_supervised = not (self.uses_topk or self.settings.use_policy_gradient)
+        if sampled_supervised and "rollout_is_weights" in batch.batch.keys():
+            weights = weights * batch.batch["rollout_is_weights"].float()
+        return weights
 
 
 def _sequence_rows(response_rows: torch.Tensor, prompt_width: int) -> torch.Tensor:

@@ -12,11 +12,15 @@ received (`Policy.version`). A row sampled by weights of version v (the batch co
 - correction: the rows of one policy with 1 ≤ ℓ ≤ bound go through verl's
   `compute_rollout_correction_and_rejection_mask` with the settings of algorithm.rollout_correction
   and log r_k = log π_now(y_k) − log π_rollout(y_k) (old_log_probs − rollout_log_probs: the log-probs
-  the engine computes now and those recorded at generation). With the defaults, token-level
-  truncated importance weights w_k = min(r_k, 2) reach the loss as batch["rollout_is_weights"]
-  (verl's ppo_loss multiplies each token's policy-gradient term by w_k), and tokens with
-  r_k ∉ [0.2, 5] are rejected (response_mask 0). Rows with ℓ = 0 were sampled by the current
-  weights: weight 1, mask unchanged.
+  the engine computes now and those recorded at generation, both of softmax(z / T) at the rollout's
+  temperature, so r_k = 1 wherever the weights did not change; top-k/top-p sampling, whose recorded
+  log-probs are of the truncated distribution, is refused beside the update). With the defaults,
+  token-level truncated importance weights w_k = min(r_k, 2) reach the loss as
+  batch["rollout_is_weights"] (verl's ppo_loss multiplies each token's policy-gradient term by w_k,
+  the engine's distillation loss its sampled-token supervised term, trainer/distillation_loss.py),
+  and tokens with r_k ∉ [0.2, 5] are rejected (response_mask 0: out of every term of the loss, the
+  in-engine distillation term included). Rows with ℓ = 0 were sampled by the current weights:
+  weight 1, mask unchanged.
 
 Metrics, per policy p (offpolicy/<p>/...): lag_mean and lag_max over p's rows; dropped, the rows
 over the bound; is_weight_mean/min/max over the response tokens of p's rows that stay in the loss

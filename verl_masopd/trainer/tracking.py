@@ -19,7 +19,7 @@ from pathlib import Path
 
 from verl.utils.tracking import Tracking
 
-from verl_masopd.trainer.config import TrainerSection
+from verl_masopd.config.run import TrainerSection
 
 
 def open_tracking(trainer: TrainerSection, composed: Mapping) -> Tracking:

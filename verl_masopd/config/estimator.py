@@ -1,11 +1,11 @@
-"""The start-up check of a config against the estimators' specs (specs.py): whether the chosen
+"""The start-up check of a config against the estimators' specs (algos/specs.py): whether the chosen
 estimator(s) serve the workflow and the rest of the config, read once into `EstimatorSettings`.
 
 Config keys read here (the trainer's config extends verl's ppo_trainer config):
     algorithm.adv_estimator                         the estimator name (ESTIMATORS)
-    algorithm.per_role.<role>.{estimator, group_by} a role's own estimator and grouping (per_role.py)
+    algorithm.per_role.<role>.{estimator, group_by} a role's own estimator and grouping (algos/per_role.py)
     algorithm.<section>.*                           the estimator's options (unknown keys rejected)
-    algorithm.reward.*                              reward weights (rewards.py)
+    algorithm.reward.*                              reward weights (algos/rewards.py)
     algorithm.use_kl_in_reward                      verl's reward KL: must be false for every estimator
     workflow.name, workflow.domain ("code" | "math"), workflow.policy_sharing; a spec's `workflows`
                                                     names kinds: "mas" (two or more roles), "sa" (one)
@@ -18,7 +18,7 @@ Config keys read here (the trainer's config extends verl's ppo_trainer config):
     workflow.name                                   judge_grpo only on roles the workflow judges
                                                     (`Workflow.judged_roles`)
     distillation.distillation_loss.*                the OPD term's loss mode, and the term on a reward
-                                                    estimator's advantage (distillation.py)
+                                                    estimator's advantage (algos/distillation.py)
     actor_rollout_ref.actor.{policy_loss.loss_mode, loss_agg_mode, use_kl_loss, kl_loss_type}
                                                     must match `actor_settings(name)` where present
 Keys that are absent are not checked; present ones with a wrong value raise a ValueError that
@@ -34,7 +34,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_masopd.algos.distillation import DistillationSettings, read_distillation
+from verl_masopd.algos.distillation import DistillationSettings
 from verl_masopd.algos.per_role import PER_ROLE
 from verl_masopd.algos.specs import (
     ESTIMATOR_KEY,
@@ -47,6 +47,7 @@ from verl_masopd.algos.specs import (
     estimator_spec,
     read_estimator,
 )
+from verl_masopd.config.distillation import read_distillation
 from verl_masopd.workflows import workflow_class, workflow_kind
 
 
@@ -229,7 +230,7 @@ def _check_shared_loss(config: DictConfig, chosen: dict[str, RoleEstimator]) -> 
 
 def _check_reward(role: str, entry: RoleEstimator) -> None:
     """A reward estimator needs a reward to reach the role: r = w_team · r_team + w_local · b · r_local
-    (rewards.py). Every workflow gives every role the team reward r_team, and the built-in ones a
+    (algos/rewards.py). Every workflow gives every role the team reward r_team, and the built-in ones a
     role-local r_local to every role (no workflow declares otherwise), so the role gets none only
     when w_team = 0 and the estimator drops the local term or w_local = 0."""
     spec, weights = entry.settings.spec, entry.settings.reward

@@ -1,31 +1,33 @@
-"""Start-up validation of the composed config, read into small dataclasses.
+"""Start-up validation of the composed config, read into the dataclasses of config/run.py.
 
 `validate_config(cfg)` runs once before anything starts and raises `ConfigError` naming the
 culprit key(s):
-  1. the estimator against the rest (`verl_masopd.algos.checks.validate_estimator_config`), the
-     per-role estimators of `algorithm.per_role` likewise, and every estimator option section
-     under `algorithm` (unknown keys, bad values), read once into the typed `EstimatorSettings`
-     the trainer hands down;
+  1. the estimator against the rest (config/estimator.py), the per-role estimators of
+     `algorithm.per_role` likewise, and every estimator option section under `algorithm`
+     (unknown keys, bad values), read once into the typed `EstimatorSettings` the trainer hands
+     down;
   2. each project section (workflow, rollout, students, teacher, pac) merged into its schema
-     below: an unknown key, a missing value or a wrong type is named with its full key;
+     (config/run.py): an unknown key, a missing value or a wrong type is named with its full key;
   3. the rules that span sections (`_check_*`): the workflow builds, per-policy starting points
      name real policies and are not combined with one shared policy, model folders and data
-     files exist, teacher and students share a tokenizer, logging backends exist.
+     files exist, teacher and students share a tokenizer, logging backends exist, the LoRA
+     adapters (config/lora.py) suit the generation path and the teacher.
 verl's own sections are validated by verl's dataclasses: `actor_rollout_ref.actor` is converted
-here, once, to verl's `FSDPActorConfig` (trainer/actor_loss.py) and its settings the trainer would
+here, once, to verl's `FSDPActorConfig` (config/actor_loss.py) and its settings the trainer would
 ignore are refused; `verl_algo_config` converts `algorithm` without the project's estimator
 sections and `per_role`, which verl's structured `AlgoConfig` would reject.
 
-The composed config is read here and nowhere else: the trainer and everything it builds take the
-`RunConfig` (or the part they need), whose `composed` record is what checkpoints save and hash.
+The composed config is read here and by the readers this module calls (config/estimator.py,
+config/actor_loss.py, config/lora.py, config/teachers.py, config/distillation.py), before any engine or server starts:
+the trainer and everything it builds take the `RunConfig` (or the part they need), whose
+`composed` record is what checkpoints save and hash.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Optional
+from dataclasses import fields, replace
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
@@ -36,312 +38,40 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 from verl.trainer.config import AlgoConfig
-from verl.trainer.config.algorithm import RolloutCorrectionConfig
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.tracking import Tracking
 
-from verl_masopd.algos.checks import validate_estimator_config
 from verl_masopd.algos.per_role import PER_ROLE
 from verl_masopd.algos.specs import OPTION_SECTIONS, SELF_SOURCES, EstimatorSettings
+from verl_masopd.config.actor_loss import actor_loss, check_actor_settings
+from verl_masopd.config.estimator import validate_estimator_config
+from verl_masopd.config.lora import policy_loras
+from verl_masopd.config.model_conventions import check_model_conventions
+from verl_masopd.config.run import (
+    FROZEN,
+    LIVE,
+    LORA_BASE,
+    PATH,
+    DataSection,
+    EnginesSection,
+    PacSection,
+    RolloutSection,
+    RunConfig,
+    ServingSection,
+    StudentsSection,
+    TeacherSection,
+    TrainerSection,
+    WorkflowSection,
+    build_workflow,
+)
+from verl_masopd.config.teachers import read_teachers
 from verl_masopd.config_errors import ConfigError, require
-from verl_masopd.context import LAYOUTS
-from verl_masopd.engine.policy_engine import Lora
 from verl_masopd.extensions import import_extensions
 from verl_masopd.rollout.backend import SamplingParams
-from verl_masopd.rollout.policies import SHARINGS, policies_of
-from verl_masopd.teacher.teachers import Teachers, read_teachers
-from verl_masopd.trainer.actor_loss import ActorLoss, actor_loss, check_actor_settings
-from verl_masopd.trainer.checkpoint import RESUME_MODES
-from verl_masopd.trainer.lora import policy_loras
-from verl_masopd.trainer.model_conventions import check_model_conventions
-from verl_masopd.workflows import make_workflow
-from verl_masopd.workflows.base import Workflow
-from verl_masopd.workflows.prompted import PROMPT_STYLES
+from verl_masopd.rollout.policies import policies_of
+from verl_masopd.teacher.teachers import Teachers
 
-PAC_ATTRIBUTIONS = ("rules", "model")
-PLACEMENTS = ("ray", "local")
-ENGINE_DTYPES = ("float32", "bfloat16")
-DEVICES = ("cpu", "cuda", "npu")
 VLLM_MAX_LORA_RANK = 512  # the largest of vLLM's allowed `max_lora_rank` values (vllm.config.lora.MaxLoRARanks)
-LORA_BASE = "lora_base"  # the teacher is a LoRA policy's base model, scored on its engine with the adapter off
-TEACHER_BACKENDS = ("engine", "vllm", LORA_BASE)
-# teacher.source: a model of its own (path), or each policy itself, at step 0 (frozen) or now (live)
-PATH = "path"
-FROZEN, LIVE = SELF_SOURCES
-TEACHER_SOURCES = (PATH, FROZEN, LIVE)
-REFERENCE = "reference"  # teacher.privileged: the problem's reference in the teacher's contexts
-
-
-def _one_of(key: str, value, choices) -> None:
-    require(value in choices, key, f"must be one of {tuple(choices)}, got {value!r}")
-
-
-def _at_least(key: str, value, minimum) -> None:
-    require(value >= minimum, key, f"must be >= {minimum}, got {value}")
-
-
-@dataclass
-class ExecTimeouts:
-    code: float
-    math: float
-
-
-@dataclass
-class WorkflowSection:
-    name: str
-    domain: str
-    agents_per_role: int
-    horizon: int
-    policy_sharing: str
-    exec_timeout_s: ExecTimeouts
-    context_layout: str
-    prompt_style: str
-    options: dict[str, Any]
-
-    def __post_init__(self):
-        _one_of("workflow.policy_sharing", self.policy_sharing, SHARINGS)
-        _one_of("workflow.context_layout", self.context_layout, LAYOUTS)
-        _at_least("workflow.agents_per_role", self.agents_per_role, 1)
-        require(
-            self.name != "sa" or self.agents_per_role == 1,
-            "workflow.agents_per_role",
-            f"the single-agent workflow 'sa' has one agent, got {self.agents_per_role}",
-        )
-        _at_least("workflow.horizon", self.horizon, 1)
-        require("timeout" not in self.options, "workflow.options.timeout", "use workflow.exec_timeout_s.<domain>")
-        require("prompt_style" not in self.options, "workflow.options.prompt_style", "use workflow.prompt_style")
-        _one_of("workflow.prompt_style", self.prompt_style, PROMPT_STYLES)
-        for domain in ("code", "math"):
-            seconds = getattr(self.exec_timeout_s, domain)
-            require(seconds > 0, f"workflow.exec_timeout_s.{domain}", f"must be > 0 seconds, got {seconds}")
-
-
-@dataclass
-class RolloutSection:
-    group_size: int
-    tree_sampling: bool
-    turn_barrier: bool
-    max_off_policy: int
-
-    def __post_init__(self):
-        _at_least("rollout.group_size", self.group_size, 1)
-        _at_least("rollout.max_off_policy", self.max_off_policy, 0)
-        require(
-            not self.tree_sampling or self.group_size >= 2,
-            "rollout.group_size",
-            f"tree sampling needs at least 2 branches per problem, got {self.group_size}",
-        )
-
-
-@dataclass
-class StudentsSection:
-    path: str
-    policy_paths: dict[str, str]
-    lora: dict[str, dict]  # read by trainer/lora.py
-
-
-@dataclass
-class TeacherSection:
-    model_path: Optional[str]
-    max_context_length: int
-    share_prefix: Optional[bool]
-    backend: str
-    source: str
-    privileged: Optional[str]
-
-    def __post_init__(self):
-        _at_least("teacher.max_context_length", self.max_context_length, 2)
-        _one_of("teacher.backend", self.backend, TEACHER_BACKENDS)
-        _one_of("teacher.source", self.source, TEACHER_SOURCES)
-        require(
-            self.privileged in (None, REFERENCE),
-            "teacher.privileged",
-            f"must be null or {REFERENCE}, got {self.privileged!r}",
-        )
-        require(
-            self.source == PATH or not self.model_path,
-            "teacher.model_path",
-            f"must be null with teacher.source={self.source}: the teacher is each policy itself, got {self.model_path}",
-        )
-        require(
-            self.source == PATH or self.backend != LORA_BASE,
-            "teacher.backend",
-            f"lora_base names a model by teacher.model_path; with teacher.source={self.source} a LoRA policy's "
-            "teacher is already its own engine (frozen: adapter off, live: adapter on); use engine",
-        )
-        require(
-            self.source != LIVE or self.backend != "vllm",
-            "teacher.backend",
-            "vllm serves a fixed model; teacher.source=live scores with each policy's own engine, whose weights "
-            "are the policy's now: use engine",
-        )
-        require(
-            not (self.share_prefix is True and self.backend == "vllm"),
-            "teacher.share_prefix",
-            "true scores on the engine teacher; teacher.backend=vllm reuses shared prefixes through vLLM's "
-            "prefix cache instead: set teacher.share_prefix=false",
-        )
-
-
-@dataclass
-class PacSection:
-    enable: bool
-    attribution: str
-    reveal_reference: bool
-
-    def __post_init__(self):
-        _one_of("pac.attribution", self.attribution, PAC_ATTRIBUTIONS)
-
-
-@dataclass
-class EnginesSection:
-    placement: str
-    gpus_per_engine: int
-    dtype: str
-    placement_wait_s: float
-    max_tokens_per_micro_batch: int
-
-    def __post_init__(self):
-        _one_of("engines.placement", self.placement, PLACEMENTS)
-        _at_least("engines.gpus_per_engine", self.gpus_per_engine, 1)
-        _at_least("engines.max_tokens_per_micro_batch", self.max_tokens_per_micro_batch, 1)
-        _one_of("engines.dtype", self.dtype, ENGINE_DTYPES)
-        require(
-            math.isfinite(self.placement_wait_s) and self.placement_wait_s > 0,
-            "engines.placement_wait_s",
-            f"must be > 0 seconds, got {self.placement_wait_s}",
-        )
-
-
-@dataclass
-class DataSection:
-    """The `data` keys the trainer reads (the file lists are checked by `_data_files`)."""
-
-    train_batch_size: int
-    max_prompt_length: int
-    max_response_length: int
-    seed: int
-
-    def __post_init__(self):
-        _at_least("data.train_batch_size", self.train_batch_size, 1)
-        _at_least("data.max_prompt_length", self.max_prompt_length, 1)
-        _at_least("data.max_response_length", self.max_response_length, 1)
-
-
-@dataclass
-class TrainerSection:
-    """The `trainer` keys the trainer reads; verl's other trainer keys are left to verl."""
-
-    total_training_steps: int
-    seed: int
-    save_freq: int
-    test_freq: int
-    val_before_train: bool
-    resume_mode: str
-    resume_from_path: Optional[str]
-    default_local_dir: str
-    max_actor_ckpt_to_keep: Optional[int]
-    device: str
-    n_gpus_per_node: int
-    project_name: str
-    experiment_name: str
-    logger: Any  # a backend name or a list of them, read as a tuple
-
-    def __post_init__(self):
-        self.logger = (self.logger,) if isinstance(self.logger, str) else tuple(self.logger)
-        _at_least("trainer.total_training_steps", self.total_training_steps, 0)
-        _one_of("trainer.device", self.device, DEVICES)
-        _one_of("trainer.resume_mode", self.resume_mode, RESUME_MODES)
-        require(
-            self.resume_mode != "resume_path" or bool(self.resume_from_path),
-            "trainer.resume_from_path",
-            "trainer.resume_mode=resume_path needs the checkpoint folder to resume from",
-        )
-
-
-@dataclass
-class ServingSection:
-    """verl's `actor_rollout_ref.rollout` keys the trainer reads: the generation path (`name`: hf
-    or vllm) and the layout and seed of one vLLM replica."""
-
-    name: str
-    tensor_model_parallel_size: int
-    data_parallel_size: int
-    pipeline_model_parallel_size: int
-    n_gpus_per_node: int
-    seed: int
-
-    @property
-    def world_size(self) -> int:
-        """GPUs of one vLLM replica: TP · DP · PP."""
-        return self.tensor_model_parallel_size * self.data_parallel_size * self.pipeline_model_parallel_size
-
-    @property
-    def nodes(self) -> int:
-        """Nodes one replica spans (verl's RolloutReplica: world size over GPUs per node)."""
-        return self.world_size // min(self.n_gpus_per_node, self.world_size)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """The validated settings of a run: the project's sections, the verl keys the trainer reads
-    (`serving`, `actor`: verl's actor config and loss), and `composed`, the resolved config as a
-    record (plain containers, never changed): what a checkpoint saves as config.yaml and hashes for
-    resuming, what the trackers receive, and what the copies for verl's own workers start from."""
-
-    workflow: WorkflowSection
-    rollout: RolloutSection
-    students: StudentsSection
-    teacher: TeacherSection
-    pac: PacSection
-    engines: EnginesSection
-    data: DataSection
-    trainer: TrainerSection
-    serving: ServingSection
-    actor: ActorLoss
-    estimator: EstimatorSettings
-    policies: tuple[str, ...]
-    train_files: tuple[str, ...]
-    val_files: tuple[str, ...]
-    train_sampling: SamplingParams
-    val_sampling: SamplingParams
-    built_workflow: Workflow  # the workflow `workflow` describes, built once by the validation
-    loras: dict[str, Lora | None] = field(default_factory=dict)  # each policy's adapter (trainer/lora.py)
-    teachers: Teachers = field(default_factory=lambda: Teachers(()))  # teacher/teachers.py
-    # verl's algorithm.rollout_correction: the correction of stale rows (trainer/staleness.py)
-    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
-    composed: dict = field(default_factory=dict)
-
-    def policy_path(self, policy: str) -> str:
-        """The folder policy `policy` starts from: its own entry in students.policy_paths, else students.path."""
-        return self.students.policy_paths.get(policy, self.students.path)
-
-    @property
-    def hybrid(self) -> bool:
-        """The policies are verl's hybrid vLLM workers: the vllm generation path with full fine-tuning
-        (with LoRA, the policies share a multi-LoRA server per base instead)."""
-        return self.serving.name == "vllm" and not any(self.loras.values())
-
-    @property
-    def self_teacher(self) -> bool:
-        """teacher.source is frozen or live: each policy is its own teacher (no teacher model)."""
-        return self.teacher.source != PATH
-
-    def teacher_policy(self) -> str | None:
-        """teacher.backend=lora_base: the first policy with LoRA that starts from teacher.model_path
-        (its engine scores as the teacher, adapter off); None otherwise."""
-        if self.teacher.backend != LORA_BASE:
-            return None
-        return next(p for p in self.policies if self.loras.get(p) and self.policy_path(p) == self.teacher.model_path)
-
-
-def build_workflow(w: WorkflowSection) -> Workflow:
-    """The workflow the section describes, with the execution timeout of its domain (qa runs no programs)."""
-    timeout = getattr(w.exec_timeout_s, w.domain, None)
-    options = {"timeout": timeout} if timeout is not None else {}
-    return make_workflow(
-        w.name, w.domain, w.agents_per_role, w.horizon, prompt_style=w.prompt_style, **options, **w.options
-    )
 
 
 def composed_record(cfg: DictConfig) -> dict:
@@ -422,7 +152,8 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         f"data.max_response_length = {longest} tokens",
     )
     actor = actor_loss(cfg)
-    _at_least("actor_rollout_ref.actor.ppo_mini_batch_size", actor.config.ppo_mini_batch_size, 1)
+    mini_batch = actor.config.ppo_mini_batch_size
+    require(mini_batch >= 1, "actor_rollout_ref.actor.ppo_mini_batch_size", f"must be >= 1, got {mini_batch}")
     students = StudentsSection(
         _expand(students.path), {k: _expand(v) for k, v in students.policy_paths.items()}, students.lora
     )
@@ -433,7 +164,7 @@ def validate_config(cfg: DictConfig) -> RunConfig:
     )
 
     teachers = replace(teachers, entries=tuple(replace(t, model_path=_expand(t.model_path)) for t in teachers.entries))
-    built_workflow, policies = _check_workflow(workflow)
+    policies = _check_workflow(workflow)
     _check_policy_paths(workflow, students, policies)
     _check_models(students, teacher, teachers)
     require(
@@ -442,21 +173,22 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         "lora_base scores with one policy's base model; several teachers need the engine or vllm backend",
     )
     loras = policy_loras(cfg, {p: students.policy_paths.get(p, students.path) for p in policies})
-    if serving.name == "vllm":
-        _check_vllm_loras(loras)
-        require(
-            rollout.max_off_policy == 0 or any(loras.values()),
-            "rollout.max_off_policy",
-            "with full fine-tuning on vllm each policy generates and trains on one hybrid worker (its vLLM "
-            "servers sleep through the policy's log-probs and update), so no rollout can play beside the "
-            "update; use 0, LoRA policies (actor_rollout_ref.model.lora_rank > 0) or actor_rollout_ref.rollout.name=hf",
-        )
+    _check_vllm(serving, rollout, teacher, estimator, loras)
     check_actor_settings(cfg, hybrid=serving.name == "vllm" and not any(loras.values()))
     _check_lora_base(teacher, loras, {p: students.policy_paths.get(p, students.path) for p in policies})
     _check_frozen_loras(teacher, loras)
     train_files = _data_files(cfg, "data.train_files", required=True)
     val_files = _data_files(cfg, "data.val_files", required=False)
     _check_loggers(trainer.logger)
+    train_sampling = _sampling(cfg.actor_rollout_ref.rollout, "actor_rollout_ref.rollout", data.max_response_length)
+    require(
+        rollout.max_off_policy == 0 or not train_sampling.truncates,
+        "rollout.max_off_policy",
+        f"rollouts beside the update need untruncated sampling (actor_rollout_ref.rollout.top_p=1, top_k=-1; got "
+        f"top_p={train_sampling.top_p}, top_k={train_sampling.top_k}): the backends record the log-probs of the "
+        "truncated distribution they sampled from, which the engine's log-probs cannot reproduce, so the importance "
+        "weights of stale rows would be wrong; use 0 or untruncated sampling",
+    )
 
     return RunConfig(
         workflow=workflow,
@@ -473,11 +205,10 @@ def validate_config(cfg: DictConfig) -> RunConfig:
         policies=policies,
         train_files=train_files,
         val_files=val_files,
-        train_sampling=_sampling(cfg.actor_rollout_ref.rollout, "actor_rollout_ref.rollout", data.max_response_length),
+        train_sampling=train_sampling,
         val_sampling=_sampling(
             cfg.actor_rollout_ref.rollout.val_kwargs, "actor_rollout_ref.rollout.val_kwargs", data.max_response_length
         ),
-        built_workflow=built_workflow,
         loras=loras,
         teachers=teachers,
         rollout_correction=correction,
@@ -544,13 +275,13 @@ def _expand(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def _check_workflow(workflow: WorkflowSection) -> tuple[Workflow, tuple[str, ...]]:
-    """Build the workflow (its own checks name the key); returns it and the policy names."""
+def _check_workflow(workflow: WorkflowSection) -> tuple[str, ...]:
+    """Build the workflow (its own checks name the key); returns the policy names."""
     try:
         built = build_workflow(workflow)
     except ValueError as e:
         raise ConfigError(str(e) if str(e).startswith("workflow.") else f"workflow.options: {e}") from None
-    return built, tuple(policies_of(built.agents, workflow.policy_sharing))
+    return tuple(policies_of(built.agents, workflow.policy_sharing))
 
 
 def _check_policy_paths(workflow: WorkflowSection, students: StudentsSection, policies: tuple[str, ...]) -> None:
@@ -565,9 +296,15 @@ def _check_policy_paths(workflow: WorkflowSection, students: StudentsSection, po
     require(not unknown, "students.policy_paths", f"{unknown} are not policies of this run ({list(policies)})")
 
 
-def _check_vllm_loras(loras: dict) -> None:
+def _check_vllm(
+    serving: ServingSection, rollout: RolloutSection, teacher: TeacherSection, estimator: EstimatorSettings, loras: dict
+) -> None:
     """On vllm, LoRA policies share a multi-LoRA server per base and full fine-tuning runs a hybrid
-    worker per policy: one kind per run; and vLLM's `max_lora_rank` is at most VLLM_MAX_LORA_RANK."""
+    worker per policy: one kind per run, and vLLM's `max_lora_rank` is at most VLLM_MAX_LORA_RANK. A
+    hybrid worker plays no rollout beside the update and has no packed forward for a live teacher's
+    top-k rows."""
+    if serving.name != "vllm":
+        return
     with_lora = sorted(p for p, lora in loras.items() if lora is not None)
     without = sorted(p for p, lora in loras.items() if lora is None)
     require(
@@ -582,6 +319,22 @@ def _check_vllm_loras(loras: dict) -> None:
             "actor_rollout_ref.model.lora_rank",
             f"{policy}'s rank {loras[policy].rank} exceeds vLLM's largest max_lora_rank {VLLM_MAX_LORA_RANK}",
         )
+    if with_lora:
+        return
+    require(
+        rollout.max_off_policy == 0,
+        "rollout.max_off_policy",
+        "with full fine-tuning on vllm each policy generates and trains on one hybrid worker (its vLLM "
+        "servers sleep through the policy's log-probs and update), so no rollout can play beside the "
+        "update; use 0, LoRA policies (actor_rollout_ref.model.lora_rank > 0) or actor_rollout_ref.rollout.name=hf",
+    )
+    scored = estimator.needs_teacher or estimator.needs_judge  # a teacher model scores
+    require(
+        not (teacher.source == LIVE and estimator.distillation.uses_topk and scored),
+        "teacher.source",
+        "live with a top-k distillation mode needs the policy engine's packed forward, which the vllm "
+        "path's hybrid workers do not have; use actor_rollout_ref.rollout.name=hf, LoRA, or a frozen teacher",
+    )
 
 
 def _check_lora_base(teacher: TeacherSection, loras: dict, policy_paths: dict[str, str]) -> None:

@@ -5,6 +5,15 @@ Every folder (students, per-policy students, teachers) must
 - have a chat template;
 - name an eos token in its tokenizer that its generation config also names as eos (when the
   generation config names any); a converter that swapped bos and eos shows here;
+- have a chat template that ends an assistant turn with an eos id: the first token it writes after
+  an assistant message's content, whitespace aside, must be the tokenizer's eos or an eos of its
+  `generation_config.json` (without one, the tokenizer's eos), the ids every backend stops at
+  (`rollout/hf_backend.py`, vLLM and verl's servers: the tokenizer's eos and the generation
+  config's). A template that closes the turn with `<|im_end|>` while the eos is `<|endoftext|>` (a
+  base model's convention, and what converters write for many instruct models) would let every
+  reply run to the length limit through its own end of turn; a template that closes it with plain
+  text alone gives generation no token to stop at. Both are refused, naming what to set, rather
+  than widening the backends' stop ids: the folder then says what the model is sampled with;
 - have a pad id that no chat-formatted context contains, unless the pad id is an eos id.
 
 The pad rule. Padding positions are masked everywhere in this project and in verl: the rollout,
@@ -35,7 +44,7 @@ from dataclasses import dataclass
 from transformers import AutoTokenizer, GenerationConfig
 
 from verl_masopd.chat import encode_messages
-from verl_masopd.config_errors import require
+from verl_masopd.config_errors import ConfigError, require
 
 PROBE = [
     {"role": "system", "content": "You are the Reasoner. End with `#### <answer>`."},
@@ -72,8 +81,27 @@ def conventions(key: str, path: str) -> Conventions:
         f"the tokenizer at {path} says eos {_named(tokenizer, [eos])} but its generation config says "
         f"{_named(tokenizer, sorted(generation_eos))}; set the tokenizer's eos_token to the generation config's",
     )
-    probe = tuple(encode_messages(tokenizer, PROBE))
+    try:
+        probe = tuple(encode_messages(tokenizer, PROBE))
+    except ValueError as error:
+        raise ConfigError(f"{key}: {error}") from None
     eos_set = frozenset({eos} | generation_eos)
+    closing, text = _turn_end(key, path, tokenizer)
+    require(
+        closing in eos_set or closing in tokenizer.added_tokens_decoder,
+        key,
+        f"the chat template at {path} ends an assistant turn with the text {text!r}, not a token, so generation "
+        f"has nothing to stop at but eos {_named(tokenizer, sorted(eos_set))}; use a template that ends each "
+        "assistant turn with the eos token",
+    )
+    require(
+        closing in eos_set,
+        key,
+        f"the chat template at {path} ends an assistant turn with {_named(tokenizer, [closing])}, which is not "
+        f"an eos id ({_named(tokenizer, sorted(eos_set))}), so replies run on past their end; set eos_token to "
+        f"{tokenizer.convert_ids_to_tokens(closing)!r} in tokenizer_config.json"
+        + (f" and eos_token_id to {closing} in generation_config.json" if generation_eos else ""),
+    )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     require(
         pad in eos_set or pad not in probe,
@@ -116,6 +144,17 @@ def _probe_difference(model: Conventions, teacher: Conventions) -> str:
         f"the chat template at {model.path} renders a probe conversation differently from the teacher's "
         f"({teacher.path}): from token {at}, {mine} against {theirs}"
     )
+
+
+def _turn_end(key: str, path: str, tokenizer) -> tuple[int | None, str]:
+    """The first token the chat template writes after the probe's assistant content (whitespace
+    aside; None when it writes nothing), and the text it is in."""
+    rendered = tokenizer.apply_chat_template(PROBE, tokenize=False, enable_thinking=False)
+    _, content, after = rendered.partition(PROBE[2]["content"])
+    require(bool(content), key, f"the chat template at {path} does not write an assistant message's content as given")
+    after = after.lstrip()
+    ids = tokenizer(after, add_special_tokens=False)["input_ids"]
+    return (int(ids[0]) if ids else None), after[:20]
 
 
 def _generation_eos(path: str) -> frozenset[int]:
