@@ -35,6 +35,7 @@ os.environ.setdefault("VERL_PLATFORM", "cpu")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from child_case import run_case  # noqa: E402
 from results_file import save_result  # noqa: E402
 
 GIB = 2**30
@@ -202,16 +203,7 @@ def main() -> None:
     for case in args.cases.split(","):
         command = [sys.executable, __file__, "--child", case, "--model", args.model, "--steps", str(args.steps)]
         command += ["--problems", str(args.problems), "--response-tokens", str(args.response_tokens)]
-        load_before = os.getloadavg()
-        with tempfile.TemporaryDirectory(prefix="real-model-memory-result-") as folder:
-            written = Path(folder) / "case.json"
-            done = subprocess.run([*command, "--result", str(written)], capture_output=True, text=True)
-            if done.returncode or not written.exists():
-                result = {"case": case, "failed": done.stderr.strip().splitlines()[-3:]}
-            else:
-                result = json.loads(written.read_text())
-        cases.append({**result, "load_average_before": load_before, "load_average_after": os.getloadavg()})
-        print(json.dumps(cases[-1]), flush=True)
+        cases.append(run_case(command, case))
     report = {
         "model": "SmolLM2-135M-Instruct (float32)",
         "setup": {

@@ -29,12 +29,11 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from child_case import run_case
 from results_file import save_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,16 +158,7 @@ def main() -> None:
         command = [sys.executable, __file__, "--child", case, "--model", args.model, "--batch", str(args.batch)]
         command += ["--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens)]
         command += ["--repeats", str(args.repeats)]
-        load_before = os.getloadavg()
-        with tempfile.TemporaryDirectory(prefix="real-model-speed-") as folder:
-            written = Path(folder) / "case.json"
-            done = subprocess.run([*command, "--result", str(written)], capture_output=True, text=True)
-            if done.returncode or not written.exists():
-                result = {"case": case, "failed": done.stderr.strip().splitlines()[-3:]}
-            else:
-                result = json.loads(written.read_text())
-        cases[case] = {**result, "load_average_before": load_before, "load_average_after": os.getloadavg()}
-        print(json.dumps(cases[case]), flush=True)
+        cases[case] = run_case(command, case)
     speed = {case: r.get("tokens_per_s") for case, r in cases.items()}
     ratios = {}
     if speed.get("eval") and speed.get("standalone"):

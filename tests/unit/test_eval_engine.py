@@ -9,7 +9,7 @@ import json
 import pytest
 
 from verl_masopd.eval.generation import FALLBACK, choose_engine, generation_dtype, is_tiny_world_model
-from verl_masopd.rollout.vllm_backend import cpu_has_bf16
+from verl_masopd.models.registry import cpu_has_bf16
 from verl_masopd.tiny_world.weights import WEIGHTS
 
 TINY = str(WEIGHTS / "math" / "student")

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
+from verl_masopd.models.registry import cpu_has_bf16
 from verl_masopd.rollout.hf_backend import HFBackend
-from verl_masopd.rollout.vllm_backend import VLLMBackend, cpu_has_bf16
+from verl_masopd.rollout.vllm_backend import VLLMBackend
 from verl_masopd.tiny_models import MAX_VOCAB_SIZE
 
 ENGINES = ("auto", "vllm", "hf")

@@ -145,13 +145,16 @@ def known_model(name: str) -> KnownModel:
     return MODELS[name]
 
 
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU lists bfloat16 instructions (`BF16_FLAGS`) among the flags of `cpuinfo`."""
+    if not cpuinfo.is_file():
+        return False
+    lines = cpuinfo.read_text().splitlines()
+    return any(flag in BF16_FLAGS for line in lines if line.startswith("flags") for flag in line.split())
+
+
 def default_dtype(model: KnownModel, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The model's pinned dtype, else bfloat16 where the CPU has bf16 instructions, else float32."""
     if model.dtype is not None:
         return model.dtype
-    flags = set()
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("flags"):
-                flags.update(line.partition(":")[2].split())
-    return "bfloat16" if flags & BF16_FLAGS else "float32"
+    return "bfloat16" if cpu_has_bf16(cpuinfo) else "float32"

