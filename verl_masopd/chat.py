@@ -189,3 +189,27 @@ def inserts_default_system(tokenizer) -> bool:
 
 def _render(tokenizer, messages: list[dict]) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+
+
+TURN_MARK = "<<assistant-probe>>"
+TURN_PROBE = [
+    {"role": "system", "content": "<<system-probe>>"},
+    {"role": "user", "content": "<<user-probe>>"},
+    {"role": "assistant", "content": TURN_MARK},
+    {"role": "user", "content": "<<user-probe>>"},
+]
+
+
+def turn_end(tokenizer) -> tuple[int | None, str]:
+    """The token the chat template writes right after an assistant message's content (whitespace
+    aside; None when it writes only text or nothing), and the text there: the token that ends an
+    assistant turn, which generation must stop at. The assistant message is not the last one, since
+    some templates (Qwen3's) render the last one differently. A template that does not write the
+    content as given is a ValueError."""
+    rendered = tokenizer.apply_chat_template(TURN_PROBE, tokenize=False, enable_thinking=False)
+    _, mark, after = rendered.partition(TURN_MARK)
+    if not mark:
+        raise ValueError("does not write an assistant message's content as given")
+    after = after.lstrip()
+    ids = tokenizer(after, add_special_tokens=False)["input_ids"]
+    return (int(ids[0]) if ids else None), after[:20]

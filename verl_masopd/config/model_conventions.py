@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from transformers import AutoTokenizer, GenerationConfig
 
-from verl_masopd.chat import encode_messages
+from verl_masopd.chat import encode_messages, turn_end
 from verl_masopd.config_errors import ConfigError, require
 
 PROBE = [
@@ -86,7 +86,10 @@ def conventions(key: str, path: str) -> Conventions:
     except ValueError as error:
         raise ConfigError(f"{key}: {error}") from None
     eos_set = frozenset({eos} | generation_eos)
-    closing, text = _turn_end(key, path, tokenizer)
+    try:
+        closing, text = turn_end(tokenizer)
+    except ValueError as error:
+        raise ConfigError(f"{key}: the chat template at {path} {error}") from None
     require(
         closing in eos_set or closing in tokenizer.added_tokens_decoder,
         key,
@@ -144,17 +147,6 @@ def _probe_difference(model: Conventions, teacher: Conventions) -> str:
         f"the chat template at {model.path} renders a probe conversation differently from the teacher's "
         f"({teacher.path}): from token {at}, {mine} against {theirs}"
     )
-
-
-def _turn_end(key: str, path: str, tokenizer) -> tuple[int | None, str]:
-    """The first token the chat template writes after the probe's assistant content (whitespace
-    aside; None when it writes nothing), and the text it is in."""
-    rendered = tokenizer.apply_chat_template(PROBE, tokenize=False, enable_thinking=False)
-    _, content, after = rendered.partition(PROBE[2]["content"])
-    require(bool(content), key, f"the chat template at {path} does not write an assistant message's content as given")
-    after = after.lstrip()
-    ids = tokenizer(after, add_special_tokens=False)["input_ids"]
-    return (int(ids[0]) if ids else None), after[:20]
 
 
 def _generation_eos(path: str) -> frozenset[int]:

@@ -39,6 +39,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from verl_masopd.chat import turn_end
 from verl_masopd.file_digest import folder_sha256, sha256
 from verl_masopd.folder_install import install
 from verl_masopd.models.registry import DTYPES, KnownModel, Piece, default_dtype
@@ -229,9 +230,6 @@ def convert(gguf_path: Path, metadata: dict, dtype: str, out: Path) -> dict:
     return {name: version(name) for name in ("transformers", "gguf", "torch")}
 
 
-END_OF_TURN_PROBE = "The answer is 42."
-
-
 def check_converted(folder: Path, metadata: dict) -> None:
     """Read `folder` back with plain transformers; raise FetchError at the first disagreement with the
     GGUF, or when its chat template does not close an assistant turn with the eos token."""
@@ -260,10 +258,12 @@ def check_converted(folder: Path, metadata: dict) -> None:
             raise FetchError(f"{folder}: {what} id {value}, but the GGUF says {expected} ({tokens[expected]!r})")
     if tokenizer.chat_template != metadata["chat_template"]:
         raise FetchError(f"{folder}: the saved chat template differs from the GGUF's")
-    turn = [{"role": "user", "content": "What is 6 x 7?"}, {"role": "assistant", "content": END_OF_TURN_PROBE}]
-    closing = tokenizer.apply_chat_template(turn, tokenize=False).partition(END_OF_TURN_PROBE)[2]
-    if not closing.startswith(tokens[special["eos"]]):
+    try:
+        closing, text = turn_end(tokenizer)
+    except ValueError as error:
+        raise FetchError(f"{folder}: the chat template {error}") from None
+    if closing != special["eos"]:
         raise FetchError(
-            f"{folder}: the chat template closes an assistant turn with {closing[:20]!r}, "
+            f"{folder}: the chat template closes an assistant turn with {text!r}, "
             f"not with the GGUF's eos {tokens[special['eos']]!r}"
         )
