@@ -39,6 +39,8 @@ INSTALL_REQUIRES = [
     "aiohttp",
     "pyzmq",
     "msgspec",
+    # One fetch at a time per cache of fetched models (verl_masopd/models/fetch.py).
+    "filelock>=3.12",
 ]
 
 EXTRAS_REQUIRE = {

@@ -5,7 +5,7 @@ shipped tiny one and an offline ChatML BPE) and on a real tokenizer folder given
 A string mixes, at random: every added token's string of the tokenizer, ChatML's and Qwen3's
 (thinking and tool tags), partial tags, case and full-width variants, role headers, whitespace
 variants, and unicode (accents, CJK, emoji, zero-width, right-to-left, private use including
-verl_masopd.chat's escape character). Paths, per string s:
+verl_masopd.tokens.chat's escape character). Paths, per string s:
 
     messages       s as a system and a user content, in both layouts and alone (encode_messages)
     student_u      math and code episodes with s in the problem, both agents' replies and the report:
@@ -44,14 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from chat_tokenizers import CHATML, QWEN3_TAGS, TOKENIZERS  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
-import verl_masopd.chat as chat  # noqa: E402
-from verl_masopd.context import ContextEncoder  # noqa: E402
+import verl_masopd.tokens.chat as chat  # noqa: E402
 from verl_masopd.retrieval import build_index  # noqa: E402
 from verl_masopd.rollout.backend import Generation, SamplingParams  # noqa: E402
 from verl_masopd.rollout.records import STOP  # noqa: E402
 from verl_masopd.rollout.tool_loop import ToolLoop, ToolRequest  # noqa: E402
 from verl_masopd.teacher.attribution import attribution_messages  # noqa: E402
 from verl_masopd.teacher.contexts import TeacherContextBuilder  # noqa: E402
+from verl_masopd.tokens.context import ContextEncoder  # noqa: E402
 from verl_masopd.workflows import make_workflow  # noqa: E402
 from verl_masopd.workflows.base import REVISE, Action, Attribution, Turn  # noqa: E402
 from verl_masopd.workflows.problem import Problem  # noqa: E402
@@ -107,7 +107,7 @@ def earlier_text(tokenizer, text):
 
 
 class Encoding:
-    """Swaps verl_masopd.chat's functions for the earlier encoding while `earlier` is set."""
+    """Swaps verl_masopd.tokens.chat's functions for the earlier encoding while `earlier` is set."""
 
     def __init__(self):
         self.current = (chat.encode_messages, chat.encode_text)
@@ -125,8 +125,8 @@ ENCODING = Encoding()
 
 def install() -> None:
     """Route every module's reference to the encoding functions through ENCODING."""
-    import verl_masopd.context as context
     import verl_masopd.rollout.tool_loop as tool_loop
+    import verl_masopd.tokens.context as context
 
     context.encode_messages = ENCODING.messages
     tool_loop.encode_text = ENCODING.text

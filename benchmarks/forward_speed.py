@@ -32,7 +32,7 @@ import verl_masopd.engine.policy_engine as engine_module  # noqa: E402
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, policy_loss  # noqa: E402
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer, scoring_batch  # noqa: E402
 from verl_masopd.teacher.scoring import ScoreRequest  # noqa: E402
-from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world.models import cached_model  # noqa: E402
 
 
 def make_requests(count: int, context: int, response: int, vocab: int, seed: int) -> list[ScoreRequest]:

@@ -39,7 +39,7 @@ from results_file import save_result
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 from lockstep_fingerprints import CASES, STEPS, builtin_data, common_overrides, train  # noqa: E402
 
-from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world.models import cached_model  # noqa: E402
 
 
 def digest(state: dict[str, torch.Tensor]) -> str:

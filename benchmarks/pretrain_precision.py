@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from results_file import save_result
 
-from verl_masopd.tiny_models import build_tokenizer, new_model
 from verl_masopd.tiny_world.builder import recipe
+from verl_masopd.tiny_world.models import build_tokenizer, new_model
 from verl_masopd.tiny_world.pretrain import SIZES, length_buckets
 
 SEARCH_SIZES = ("search", "search-deep")

@@ -48,7 +48,7 @@ SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
 
 def prompts(tokenizer, batch: int, prompt_tokens: int) -> list[list[int]]:
     """`batch` distinct chat prompts of about `prompt_tokens` tokens: a text to continue."""
-    from verl_masopd.chat import encode_messages
+    from verl_masopd.tokens.chat import encode_messages
 
     out = []
     for i in range(batch):

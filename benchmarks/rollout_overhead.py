@@ -25,7 +25,7 @@ from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.records import episodes_of
-from verl_masopd.tiny_models import cached_model
+from verl_masopd.tiny_world.models import cached_model
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 

@@ -42,7 +42,7 @@ from verl_masopd.rollout.backend import Generation, SamplingParams  # noqa: E402
 from verl_masopd.rollout.hf_backend import HFBackend  # noqa: E402
 from verl_masopd.rollout.manager import RolloutManager  # noqa: E402
 from verl_masopd.rollout.records import STOP  # noqa: E402
-from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world.models import cached_model  # noqa: E402
 from verl_masopd.tiny_world.search_tasks import write_search_data  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 from verl_masopd.workflows import make_workflow  # noqa: E402

@@ -42,7 +42,6 @@ import pandas as pd
 import torch
 from results_file import save_result
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.evaluation import evaluate
 from verl_masopd.rollout.hf_backend import HFBackend
@@ -54,6 +53,7 @@ from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.search_demos import OPTIONS, SearchDemonstrations, search_workflow
 from verl_masopd.tiny_world.search_tasks import HELDOUT_START, task
 from verl_masopd.tiny_world.weights import MANIFEST, WEIGHTS, verified_models
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.verify.qa_match import exact_match, normalize_answer
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.search import (

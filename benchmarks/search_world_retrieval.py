@@ -30,8 +30,8 @@ from pathlib import Path
 from results_file import save_result
 
 from verl_masopd.retrieval import BM25Index, build_index
-from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START
+from verl_masopd.tiny_world.models import build_tokenizer
 from verl_masopd.tiny_world.search_kb import knowledge_base, write_corpus
 from verl_masopd.tiny_world.search_tasks import CHAINS, FACTS, make_task, partition, subjects, task
 

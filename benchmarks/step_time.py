@@ -31,8 +31,8 @@ from results_file import save_result
 
 from verl_masopd.config import compose_config  # noqa: E402
 from verl_masopd.config.validate import validate_config  # noqa: E402
-from verl_masopd.tiny_models import cached_model  # noqa: E402
 from verl_masopd.tiny_world import world  # noqa: E402
+from verl_masopd.tiny_world.models import cached_model  # noqa: E402
 from verl_masopd.trainer.loop import Trainer  # noqa: E402
 
 ESTIMATORS = ("grpo", "opd", "masopd")

@@ -34,7 +34,7 @@ from verl_masopd.teacher.attribution import Attributor  # noqa: E402
 from verl_masopd.teacher.contexts import TeacherContextBuilder  # noqa: E402
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer  # noqa: E402
 from verl_masopd.teacher.scoring import TeacherScoring  # noqa: E402
-from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world.models import cached_model  # noqa: E402
 from verl_masopd.tiny_world.weights import WEIGHTS  # noqa: E402
 from verl_masopd.tiny_world.world import PROMPT_STYLE  # noqa: E402
 from verl_masopd.workflows.base import Action, Judgement, Turn  # noqa: E402

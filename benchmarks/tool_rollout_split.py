@@ -32,7 +32,7 @@ from verl_masopd.retrieval.passages import render_observation
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager
-from verl_masopd.tiny_models import cached_model
+from verl_masopd.tiny_world.models import cached_model
 from verl_masopd.workflows import workflow_class
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.tools import Observation, Tool

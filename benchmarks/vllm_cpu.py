@@ -70,7 +70,7 @@ class PassRecorder:
 
 def tiny_world_prompts(tokenizer, count: int) -> list[list[int]]:
     """The first-turn prompts of recorded math episodes, one per agent, `count` of them."""
-    from verl_masopd.chat import encode_messages
+    from verl_masopd.tokens.chat import encode_messages
     from verl_masopd.workflows.math import MathWorkflow
 
     workflow = MathWorkflow(agents_per_role=1)
@@ -146,7 +146,7 @@ def main(args) -> dict:
     from verl_masopd.teacher.attribution import Attributor
     from verl_masopd.teacher.contexts import TeacherContextBuilder
     from verl_masopd.teacher.scoring import TeacherScoring
-    from verl_masopd.tiny_models import cached_model
+    from verl_masopd.tiny_world.models import cached_model
     from verl_masopd.workflows.math import MathWorkflow
 
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "verl_masopd" / "tiny"

@@ -3,7 +3,7 @@ does it run, and do its log-probs agree with the engine's? Writes benchmarks/res
 
     VERL_PLATFORM=cpu python benchmarks/vllm_lora_cpu.py [--adapters 2] [--rank 8] [--prompts 4] [--new-tokens 16]
 
-The project's tiny student (`tiny_models.cached_model`, heads of 32) gets --adapters PEFT adapters
+The project's tiny student (`tiny_world.models.cached_model`, heads of 32) gets --adapters PEFT adapters
 (all-linear, rank r, α = 2r, A and B drawn from a seed each, so every adapter moves the model), saved
 in PEFT's format. One vLLM engine (`vllm.LLM`, enable_lora, max_loras = --adapters, float32, eager)
 generates --new-tokens greedy tokens for each prompt under each adapter (a `LoRARequest` per
@@ -33,7 +33,7 @@ from peft import LoraConfig, PeftModel, get_peft_model  # noqa: E402
 from results_file import save_result  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from verl_masopd.tiny_models import cached_model  # noqa: E402
+from verl_masopd.tiny_world.models import cached_model  # noqa: E402
 
 PROMPTS = ("What is 7 - 3?", "Ann has 3 pens and gets 4 more.", "Print the sum of the numbers.", "Q: 12 + 5")
 

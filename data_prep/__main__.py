@@ -20,7 +20,7 @@ from data_prep.errors import DataError
 from data_prep.qa_mix import train_mix
 from data_prep.sources import SOURCES
 from data_prep.writer import write_rows
-from verl_masopd.cli_args import count, positive_seconds
+from verl_masopd.cli.args import count, positive_seconds
 from verl_masopd.verify.compare import DEFAULT_FLOAT_TOL
 
 

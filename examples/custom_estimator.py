@@ -35,7 +35,7 @@ from verl_masopd.algos import EstimatorSpec, compute_advantages, register_estima
 from verl_masopd.algos.options import options_from
 from verl_masopd.config import compose_config
 from verl_masopd.config.estimator import validate_estimator_config
-from verl_masopd.config_errors import require
+from verl_masopd.options.errors import require
 
 
 @dataclass(frozen=True)

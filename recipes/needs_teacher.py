@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from verl_masopd.quiet_import import import_verl_quietly
+from verl_masopd.cli.quiet_import import import_verl_quietly
 
 import_verl_quietly()
 

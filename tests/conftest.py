@@ -24,7 +24,7 @@ MODELS_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "verl_masopd"
 @pytest.fixture(scope="session")
 def tiny_model_path() -> str:
     """The student: a ~0.9M-parameter Qwen3 model, seed 0."""
-    from verl_masopd.tiny_models import cached_model
+    from verl_masopd.tiny_world.models import cached_model
 
     return cached_model(TINY_CACHE, size="tiny", seed=0)
 
@@ -32,7 +32,7 @@ def tiny_model_path() -> str:
 @pytest.fixture(scope="session")
 def tiny_teacher_path() -> str:
     """The teacher: a ~10M-parameter Qwen3 model, seed 1, with the student's tokenizer."""
-    from verl_masopd.tiny_models import cached_model
+    from verl_masopd.tiny_world.models import cached_model
 
     return cached_model(TINY_CACHE, size="small", seed=1)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 
 
 def adapter_base(adapter: Path) -> str | None:

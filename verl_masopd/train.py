@@ -9,7 +9,7 @@ with one line naming it and the cause, exit code 3; the run's Hydra folder (its 
 
 import sys
 
-from verl_masopd.quiet_import import import_verl_quietly
+from verl_masopd.cli.quiet_import import import_verl_quietly
 
 import_verl_quietly()
 
@@ -17,10 +17,10 @@ import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
+from verl_masopd.cli.run_folder import remove_run_folder
 from verl_masopd.config import compose_config
 from verl_masopd.config.validate import validate_config
-from verl_masopd.config_errors import ConfigError
-from verl_masopd.run_folder import remove_run_folder
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.trainer.checkpoint import CheckpointError
 from verl_masopd.trainer.loop import run
 

@@ -156,7 +156,7 @@ def distance(actual: list[float], expected: list[float]) -> float:
 
 
 def main() -> None:
-    from verl_masopd.tiny_models import cached_model
+    from verl_masopd.tiny_world.models import cached_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", action="store_true", help=f"write the reference ({REFERENCE.name})")

@@ -26,8 +26,8 @@ def main(model_path: str) -> None:
     from ray.util import placement_group_table
 
     from verl_masopd.config.run import EnginesSection
-    from verl_masopd.config_errors import ConfigError
     from verl_masopd.engine.policy_engine import EngineSettings
+    from verl_masopd.options.errors import ConfigError
     from verl_masopd.trainer.placement import EnginePlacement
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

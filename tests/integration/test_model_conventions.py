@@ -14,8 +14,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from verl_masopd.config.model_conventions import check_model_conventions
-from verl_masopd.config_errors import ConfigError
 from verl_masopd.eval.__main__ import main as eval_main
+from verl_masopd.options.errors import ConfigError
 
 pytestmark = pytest.mark.integration
 

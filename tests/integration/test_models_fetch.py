@@ -19,7 +19,7 @@ from gguf import GGUFReader
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from verl_masopd.config.model_conventions import check_model_conventions
-from verl_masopd.file_digest import sha256
+from verl_masopd.files.digest import sha256
 from verl_masopd.models.__main__ import main
 from verl_masopd.models.fetch import fetch
 from verl_masopd.models.registry import MODELS, default_dtype, known_model

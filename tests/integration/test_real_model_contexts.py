@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from verl_masopd.chat import inserts_default_system
-from verl_masopd.context import ContextEncoder
 from verl_masopd.teacher.contexts import TeacherContextBuilder
+from verl_masopd.tokens.chat import inserts_default_system
+from verl_masopd.tokens.context import ContextEncoder
 from verl_masopd.workflows.math import MathWorkflow
 from verl_masopd.workflows.problem import Problem
 

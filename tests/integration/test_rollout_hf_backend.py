@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
+from verl_masopd.tokens.chat import encode_messages
 
 pytestmark = pytest.mark.integration
 

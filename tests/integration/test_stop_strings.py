@@ -11,11 +11,11 @@ import asyncio
 import pytest
 from transformers import AutoTokenizer
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.records import STOP
 from verl_masopd.rollout.tool_loop import ToolLoop, ToolRequest
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows.tools import Observation, Tool
 
 pytestmark = pytest.mark.integration

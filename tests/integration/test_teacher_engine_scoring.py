@@ -6,7 +6,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.rollout.records import EpisodeResult, Sample
 from verl_masopd.teacher.attribution import Attributor
@@ -14,6 +13,7 @@ from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.judging import JudgeScoring, approval
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScoring
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence

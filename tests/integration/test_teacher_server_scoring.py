@@ -9,7 +9,6 @@ import os
 import pytest
 import torch
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.config import compose_config
 from verl_masopd.config.run import ServingSection
 from verl_masopd.config.validate import composed_record, read_fields
@@ -17,6 +16,7 @@ from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
 from verl_masopd.serving.teacher_servers import VllmTeacher
 from verl_masopd.teacher.engine_scorer import EngineTeacherScorer
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.tokens.chat import encode_messages
 
 pytestmark = pytest.mark.integration
 # above vLLM's default max_logprobs (20): the servers start with max_logprobs = TOPK

@@ -12,7 +12,7 @@ from verl_masopd.algos import ESTIMATORS, actor_settings
 from verl_masopd.algos.marft import MarftOptions
 from verl_masopd.algos.masopd import MasopdOptions
 from verl_masopd.config.estimator import validate_estimator_config
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from verl_masopd.algos.token_classes import (
     TokenClassifier,
     char_classes,
 )
-from verl_masopd.tiny_models import build_tokenizer
+from verl_masopd.tiny_world.models import build_tokenizer
 
 LETTER = {"d": DECISION, "f": FORMAT, "p": PROGRAM, "c": CONTENT}
 

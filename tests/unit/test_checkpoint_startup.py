@@ -20,7 +20,7 @@ from data_prep.__main__ import main as data_prep_main
 from verl_masopd.config import compose_config
 from verl_masopd.config.run import TrainerSection
 from verl_masopd.config.validate import composed_record, read_fields, validate_config
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.trainer import checkpoint as ckpt
 from verl_masopd.trainer.checkpoint import (
     POINTER_FILE,

@@ -97,7 +97,7 @@ def test_failed_training_start_is_one_line_and_leaves_no_outputs_folder(tmp_path
 def test_a_bad_training_data_file_is_a_config_error(tmp_path, tiny_model_path):
     from verl_masopd.config import compose_config
     from verl_masopd.config.validate import validate_config
-    from verl_masopd.config_errors import ConfigError
+    from verl_masopd.options.errors import ConfigError
     from verl_masopd.trainer.loop import Trainer
 
     data = tmp_path / "rows.parquet"

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from verl_masopd.context import ContextEncoder, Cut, arrange, fit, history_span
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.privileged import HEADER
+from verl_masopd.tokens.context import ContextEncoder, Cut, arrange, fit, history_span
 from verl_masopd.workflows.base import Action, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem

@@ -1,4 +1,4 @@
-"""No untrusted text becomes a control token (verl_masopd.chat, docs/untrusted-text.md).
+"""No untrusted text becomes a control token (verl_masopd.tokens.chat, docs/untrusted-text.md).
 
 Every path where text the project did not write enters a context, on every tokenizer of
 tests/chat_tokenizers.py, with ChatML's special tokens and Qwen3's thinking and tool tags as the
@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_masopd.chat import encode_messages, encode_text
 from verl_masopd.retrieval import build_index
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.manager import RolloutManager
@@ -34,6 +33,7 @@ from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.judging import JudgeScoring
 from verl_masopd.teacher.scoring import ScoreRequest
+from verl_masopd.tokens.chat import encode_messages, encode_text
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.problem import TestCase as Case

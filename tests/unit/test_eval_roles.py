@@ -6,13 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.eval.__main__ import policy_paths
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer
 from verl_masopd.eval.settings import eval_settings, file_sha256
 from verl_masopd.rollout.evaluation import annotate, episode_record
 from verl_masopd.rollout.records import EpisodeResult, RolloutGroup, Sample
 from verl_masopd.rollout.role_metrics import role_metrics
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import MathWorkflow, ReasonerEvidence, ToolUserEvidence
 from verl_masopd.workflows.problem import Problem

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_masopd.extensions import import_extensions
+from verl_masopd.cli.extensions import import_extensions
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.batch import to_dataproto
 from verl_masopd.rollout.manager import RolloutManager

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from verl_masopd.cli.extensions import import_extensions
 from verl_masopd.config import compose_config
 from verl_masopd.config.validate import validate_config
-from verl_masopd.config_errors import ConfigError
-from verl_masopd.extensions import import_extensions
+from verl_masopd.options.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

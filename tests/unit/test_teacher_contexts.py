@@ -4,7 +4,6 @@ their fallbacks counted."""
 
 import os
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import Generation
 from verl_masopd.teacher.attribution import (
     BAD_VERDICT,
@@ -18,6 +17,7 @@ from verl_masopd.teacher.attribution import (
 from verl_masopd.teacher.contexts import TeacherContextBuilder
 from verl_masopd.teacher.metrics import attribution_metrics
 from verl_masopd.teacher.privileged import HEADER, privileged_block
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows.base import HOLD, REVISE, Action, Attribution, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 

@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_masopd.config.teachers import read_teachers
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.teacher.teachers import Teacher, Teachers, check_teachers
 
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from verl_masopd.chat import encode_messages
-from verl_masopd.tiny_models import build_model, build_tokenizer, cached_model, main
+from verl_masopd.tiny_world.models import build_model, build_tokenizer, cached_model, main
+from verl_masopd.tokens.chat import encode_messages
 
 
 def _file_hashes(folder) -> dict[str, str]:

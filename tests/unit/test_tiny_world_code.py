@@ -12,7 +12,6 @@ import pytest
 from data_prep.check_solutions import check_solutions
 from data_prep.schema import read_problems
 from data_prep.writer import write_rows
-from verl_masopd.chat import encode_messages
 from verl_masopd.sandbox import run_many
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations, Program, wrong_program
@@ -20,6 +19,7 @@ from verl_masopd.tiny_world.code_tasks import FAMILIES, GOLDEN_TESTS, code_rows,
 from verl_masopd.tiny_world.math_tasks import HELDOUT_START, VALIDATION_START
 from verl_masopd.tiny_world.weights import WEIGHTS, WeightsError, rebuild_command, verified_models
 from verl_masopd.tiny_world.world import ensure_data, ensure_validation_data, models
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.code import CodeWorkflow
 from verl_masopd.workflows.problem import Problem

@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.sandbox import run_many
 from verl_masopd.tiny_world.demos import MathDemonstrations, wrong_expression
 from verl_masopd.tiny_world.math_tasks import (
@@ -18,6 +17,7 @@ from verl_masopd.tiny_world.math_tasks import (
     task,
 )
 from verl_masopd.tiny_world.world import ensure_data, ensure_validation_data
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.verify import extract_program_answer, math_equal
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.math import REASONER, TOOL_USER, MathWorkflow

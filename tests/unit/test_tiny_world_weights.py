@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from verl_masopd.folder_install import install
+from verl_masopd.files.install import install
 from verl_masopd.tiny_world import world
 from verl_masopd.tiny_world.builder import recipe
 from verl_masopd.tiny_world.demos import MathDemonstrations

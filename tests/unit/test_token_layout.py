@@ -3,7 +3,7 @@ the critic: prompts left-padded, responses right-padded, positions counting real
 
 import torch
 
-from verl_masopd.token_layout import left_padded, position_ids, prompt_response_tensors, right_padded
+from verl_masopd.tokens.layout import left_padded, position_ids, prompt_response_tensors, right_padded
 
 
 def test_rows_of_different_lengths():

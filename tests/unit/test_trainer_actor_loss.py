@@ -6,7 +6,7 @@ from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
 from verl_masopd.config import compose_config
 from verl_masopd.config.actor_loss import actor_loss, check_actor_settings
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 
 ACTOR = "actor_rollout_ref.actor"
 

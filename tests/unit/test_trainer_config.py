@@ -17,7 +17,7 @@ from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig, HFModelCon
 from verl_masopd.config import compose_config
 from verl_masopd.config.run import build_workflow
 from verl_masopd.config.validate import validate_config, verl_algo_config
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.rollout.backend import SamplingParams
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from verl_masopd.config.run import EnginesSection
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.trainer.placement import check_gpu_request, cpu_pool_plan, gpu_layout
 
 

@@ -9,8 +9,8 @@ from omegaconf import OmegaConf
 from verl_masopd.config import compose_config
 from verl_masopd.config.run import ServingSection, TrainerSection
 from verl_masopd.config.validate import composed_record, read_fields
-from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import EngineSettings
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.serving.generation_path import HF, VLLM, check_teacher_backend, select_generation_path
 from verl_masopd.serving.plans import plan_adapter_serving, plan_policy_serving
 

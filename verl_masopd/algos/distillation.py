@@ -52,7 +52,7 @@ from verl.trainer.distillation.losses import DISTILLATION_SETTINGS_REGISTRY
 from verl.trainer.ppo.core_algos import kl_penalty
 
 from verl_masopd.algos import jsd  # noqa: F401  registers "jsd" in verl's registry
-from verl_masopd.defaults import packaged_default
+from verl_masopd.options.defaults import packaged_default
 
 SECTION = "distillation.distillation_loss"
 JSD_BETA = "jsd_beta"

@@ -28,8 +28,8 @@ import torch
 from verl import DataProto
 
 from verl_masopd.algos.steps import Finished
-from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_defaults
+from verl_masopd.options.defaults import packaged_defaults
+from verl_masopd.options.errors import require
 
 GROUP_KEYS = {
     "problem": ("uid",),

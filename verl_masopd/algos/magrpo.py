@@ -29,8 +29,8 @@ import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
 from verl_masopd.algos.options import options_from
-from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_defaults
+from verl_masopd.options.defaults import packaged_defaults
+from verl_masopd.options.errors import require
 from verl_masopd.rollout.episode_rows import EpisodeRows
 
 

@@ -39,8 +39,8 @@ import verl.utils.torch_functional as verl_F
 from verl.trainer.ppo.core_algos import agg_loss, register_adv_est, register_policy_loss
 
 from verl_masopd.algos.options import options_from
-from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_defaults
+from verl_masopd.options.defaults import packaged_defaults
+from verl_masopd.options.errors import require
 from verl_masopd.rollout.episode_rows import EpisodeRows
 
 

@@ -21,7 +21,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedModel
 
 from verl_masopd.algos.marft import MarftOptions
-from verl_masopd.token_layout import position_ids
+from verl_masopd.tokens.layout import position_ids
 
 
 class ValueHead(nn.Module):

@@ -24,7 +24,7 @@ The diagnostics (diagnostics.py) log the parts of A_k per role and token class, 
 `masopd_token_terms` / `opd_token_terms`: opd_term s_k, ras_term β · clip(Δ_k, −c, c) (their sum
 is A_k) and clip_share 1[|Δ_k| > c].
 
-Config keys (their defaults in config/masopd_trainer.yaml, verl_masopd/defaults.py):
+Config keys (their defaults in config/masopd_trainer.yaml, verl_masopd/options/defaults.py):
 algorithm.masopd.ras_coef β (0 turns RAS off), algorithm.masopd.ras_clip c,
 algorithm.masopd.num_contrast_roles κ (the size of C_r).
 """
@@ -36,8 +36,8 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from verl_masopd.algos import distillation
 from verl_masopd.algos.options import options_from
-from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_defaults
+from verl_masopd.options.defaults import packaged_defaults
+from verl_masopd.options.errors import require
 
 
 @dataclass(frozen=True)

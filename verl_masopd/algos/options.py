@@ -2,7 +2,7 @@
 
 Each estimator declares its options as a frozen dataclass; the project's own take their
 defaults from their `algorithm.<section>` of config/masopd_trainer.yaml
-(verl_masopd/defaults.py), so options built in Python are the trainer's. `read_options` accepts
+(verl_masopd/options/defaults.py), so options built in Python are the trainer's. `read_options` accepts
 the algorithm section as an OmegaConf `DictConfig`, a plain mapping, verl's `AlgoConfig` or None
 (all defaults). Unknown keys and bad values raise a
 `ConfigError` that names the full key, e.g. `algorithm.masopd.ras_clip`. The start-up check
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 
 T = TypeVar("T")
 

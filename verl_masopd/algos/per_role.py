@@ -23,7 +23,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from verl_masopd.algos.grpo import group_index
-from verl_masopd.config_errors import ConfigError, require
+from verl_masopd.options.errors import ConfigError, require
 
 PER_ROLE = "per_role"
 GROUP_BY: dict[str, tuple[str, ...]] = {

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_defaults
+from verl_masopd.options.defaults import packaged_defaults
+from verl_masopd.options.errors import require
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig
 from verl.workers.utils.losses import ppo_loss
 
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 
 ACTOR = "actor_rollout_ref.actor"
 # the update runs one pass over the step's rows, in order

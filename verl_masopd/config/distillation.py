@@ -16,8 +16,8 @@ from verl.trainer.distillation.losses import DISTILLATION_SETTINGS_REGISTRY
 from verl.utils.config import omega_conf_to_dataclass
 
 from verl_masopd.algos.distillation import JSD_BETA, SECTION, DistillationSettings
-from verl_masopd.config_errors import ConfigError, require
-from verl_masopd.defaults import packaged_default
+from verl_masopd.options.defaults import packaged_default
+from verl_masopd.options.errors import ConfigError, require
 
 # for keys a partial section leaves out: the project config's values (masopd_trainer.yaml), and
 # verl's config's for the clamp, which the project does not set

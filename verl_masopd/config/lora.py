@@ -29,8 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from verl_masopd.config_errors import require
 from verl_masopd.engine.policy_engine import Lora
+from verl_masopd.options.errors import require
 
 MODEL = "actor_rollout_ref.model"
 KEYS = ("lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")

@@ -18,7 +18,7 @@ Every folder (students, per-policy students, teachers) must
 
 The pad rule. Padding positions are masked everywhere in this project and in verl: the rollout,
 the teacher's scoring and the update build attention and response masks from the lengths of the
-sequences (`verl_masopd.token_layout`), never from `ids != pad`. What a pad id must never be is a
+sequences (`verl_masopd.tokens.layout`), never from `ids != pad`. What a pad id must never be is a
 token the chat template emits other than eos (SmolLM2's converted tokenizer padded with
 `<|im_start|>`): checkpoints then carry it as their pad, and transformers' `generate`, called
 without an attention mask, infers one as `ids != pad` — masking every message header of the
@@ -29,7 +29,7 @@ The probe conversation below stands for a chat-formatted context.
 With a teacher, every other folder must also match it in
 - the vocabulary (teacher log-probs are scored on the students' token ids);
 - the token ids of the probe conversation rendered by each one's chat template
-  (`verl_masopd.chat.encode_messages`, generation prompt included);
+  (`verl_masopd.tokens.chat.encode_messages`, generation prompt included);
 - the eos set (the tokenizer's eos and the generation config's).
 
 Each failure is one ConfigError line starting with the folder's config key, naming the folders
@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from transformers import AutoTokenizer, GenerationConfig
 
-from verl_masopd.chat import encode_messages, turn_end
-from verl_masopd.config_errors import ConfigError, require
+from verl_masopd.options.errors import ConfigError, require
+from verl_masopd.tokens.chat import encode_messages, turn_end
 
 PROBE = [
     {"role": "system", "content": "You are the Reasoner. End with `#### <answer>`."},

@@ -18,12 +18,12 @@ from verl.trainer.config.algorithm import RolloutCorrectionConfig
 
 from verl_masopd.algos.specs import SELF_SOURCES, EstimatorSettings
 from verl_masopd.config.actor_loss import ActorLoss
-from verl_masopd.config_errors import require
-from verl_masopd.context import LAYOUTS
 from verl_masopd.engine.policy_engine import Lora
+from verl_masopd.options.errors import require
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import SHARINGS
 from verl_masopd.teacher.teachers import Teachers
+from verl_masopd.tokens.context import LAYOUTS
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Workflow
 from verl_masopd.workflows.prompted import PROMPT_STYLES

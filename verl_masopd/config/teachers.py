@@ -12,8 +12,8 @@ import math
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_masopd.config_errors import require
-from verl_masopd.defaults import packaged_default
+from verl_masopd.options.defaults import packaged_default
+from verl_masopd.options.errors import require
 from verl_masopd.teacher.teachers import ROUTING, SECTION, WEIGHTINGS, Teacher, Teachers
 
 

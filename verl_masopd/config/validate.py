@@ -43,6 +43,7 @@ from verl.utils.tracking import Tracking
 
 from verl_masopd.algos.per_role import PER_ROLE
 from verl_masopd.algos.specs import OPTION_SECTIONS, SELF_SOURCES, EstimatorSettings
+from verl_masopd.cli.extensions import import_extensions
 from verl_masopd.config.actor_loss import actor_loss, check_actor_settings
 from verl_masopd.config.estimator import validate_estimator_config
 from verl_masopd.config.lora import policy_loras
@@ -65,8 +66,7 @@ from verl_masopd.config.run import (
     build_workflow,
 )
 from verl_masopd.config.teachers import read_teachers
-from verl_masopd.config_errors import ConfigError, require
-from verl_masopd.extensions import import_extensions
+from verl_masopd.options.errors import ConfigError, require
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.policies import policies_of
 from verl_masopd.teacher.teachers import Teachers

@@ -55,7 +55,7 @@ import json
 import sys
 from pathlib import Path
 
-from verl_masopd.quiet_import import import_verl_quietly
+from verl_masopd.cli.quiet_import import import_verl_quietly
 
 import_verl_quietly()
 
@@ -63,9 +63,9 @@ import pandas as pd
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
-from verl_masopd.cli_args import count
+from verl_masopd.cli.args import count
+from verl_masopd.cli.extensions import import_extensions
 from verl_masopd.config.model_conventions import check_model_conventions
-from verl_masopd.defaults import packaged_default
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine, check_model_path
 from verl_masopd.eval.generation import (
     DTYPES,
@@ -80,7 +80,7 @@ from verl_masopd.eval.qa_episodes import group_attempts
 from verl_masopd.eval.role_advantage import RoleAdvantageScorer
 from verl_masopd.eval.run_config import DEFAULTS, policy_model, resolve_run_arguments
 from verl_masopd.eval.settings import eval_settings, write_settings
-from verl_masopd.extensions import import_extensions
+from verl_masopd.options.defaults import packaged_default
 from verl_masopd.platform.packed_attention import PACKED_SDPA, packed_attention_implementation
 from verl_masopd.rollout.backend import SamplingParams
 from verl_masopd.rollout.evaluation import evaluate

@@ -25,7 +25,7 @@ import torch
 from verl_masopd.models.registry import cpu_has_bf16
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.vllm_backend import VLLMBackend
-from verl_masopd.tiny_models import MAX_VOCAB_SIZE
+from verl_masopd.tiny_world.models import MAX_VOCAB_SIZE
 
 ENGINES = ("auto", "vllm", "hf")
 DTYPES = ("auto", "float32", "bfloat16")
@@ -33,7 +33,7 @@ FALLBACK = "vLLM is not installed; generating with the Hugging Face backend (slo
 
 
 def is_tiny_world_model(path: str) -> bool:
-    """A model built with the tiny tokenizer (tiny_models.py): its vocabulary has at most
+    """A model built with the tiny tokenizer (tiny_world/models.py): its vocabulary has at most
     `MAX_VOCAB_SIZE` tokens (the shipped tiny-world models, their trained checkpoints, the tests'
     tiny models); real models have tens of thousands."""
     config = Path(path) / "config.json"

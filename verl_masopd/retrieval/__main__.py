@@ -16,7 +16,7 @@ import json
 import sys
 import time
 
-from verl_masopd.cli_args import count
+from verl_masopd.cli.args import count
 from verl_masopd.retrieval.api import response_body
 from verl_masopd.retrieval.corpus import CorpusError
 from verl_masopd.retrieval.index import BM25Index, NotAnIndex, build_index

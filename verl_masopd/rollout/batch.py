@@ -1,6 +1,6 @@
 """Finished episodes -> one verl `DataProto` per policy (fields: see the module's `to_dataproto`).
 
-A row is one agent's response at one turn, in the project's token layout (`verl_masopd.token_layout`:
+A row is one agent's response at one turn, in the project's token layout (`verl_masopd.tokens.layout`:
 prompts left-padded to the longest kept prompt, responses right-padded to the longest kept
 response, each at most its limit); rollout_log_probs ℓS_k on y, 0 on padding. This is the one
 place the records (rollout/records.py) become verl's DataProto: the engine boundary.
@@ -14,7 +14,7 @@ there is none) and the column "judged" says which rows have one. The column "pol
 the weight version of its policy that sampled each row (`Sample.version`).
 
 Truncation rule: contexts arrive already cut to `max_prompt_len` by the rollout (the middle of the
-history goes, `verl_masopd.context`); one that is still longer keeps its LAST `max_prompt_len`
+history goes, `verl_masopd.tokens.context`); one that is still longer keeps its LAST `max_prompt_len`
 tokens (the generation prompt stays next to the response); a response longer than
 `max_response_len` keeps its first `max_response_len` tokens together with their log-probs. Both
 are counted in `meta_info` ("truncated_prompts", "truncated_responses"). Failed turns (no
@@ -34,7 +34,7 @@ from verl import DataProto
 
 from verl_masopd.rollout.episode_rows import EPISODE_ROWS, EpisodeRows
 from verl_masopd.rollout.records import FAILED, RolloutGroup, Sample
-from verl_masopd.token_layout import prompt_response_tensors, right_padded
+from verl_masopd.tokens.layout import prompt_response_tensors, right_padded
 
 
 def column(values: Sequence) -> np.ndarray:

@@ -35,7 +35,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl_masopd.rollout.backend import Generation, SamplingParams, request_seed
 from verl_masopd.rollout.hf_batching import ContinuousBatcher
 from verl_masopd.rollout.records import LENGTH, STOP
-from verl_masopd.token_layout import left_padded
+from verl_masopd.tokens.layout import left_padded
 
 
 class HFBackend:

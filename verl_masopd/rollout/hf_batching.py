@@ -44,7 +44,7 @@ from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsW
 
 from verl_masopd.rollout.backend import Generation, SamplingParams
 from verl_masopd.rollout.records import LENGTH, STOP
-from verl_masopd.token_layout import left_padded
+from verl_masopd.tokens.layout import left_padded
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 For G rollouts of each problem (one `RolloutGroup`) the manager plays the workflow turn by turn
 until the workflow ends the episode: at turn t the agents the workflow schedules
-(`workflow.schedule`) each get their context u (`verl_masopd.context`: render(episode, agent, t) in
+(`workflow.schedule`) each get their context u (`verl_masopd.tokens.context`: render(episode, agent, t) in
 the layout) sent to their policy's backend; an agent with a tool calls it inside its response
 (rollout/tool_loop.py); the responses are parsed into actions (`sample_turn`, the single-turn
 sampling that the tree sampler reuses) and `workflow.step` executes them; `step` and `judge`
@@ -36,11 +36,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from verl_masopd.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.rollout.backend import Generation, GenerationBackend, SamplingParams, request_seed
 from verl_masopd.rollout.policies import policies_of, policy_of
 from verl_masopd.rollout.records import FAILED, LENGTH, STOP, EpisodeResult, RolloutGroup, Sample
 from verl_masopd.rollout.tool_loop import Response, ToolLoop, ToolRequest
+from verl_masopd.tokens.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.workflows.base import Action, Agent, Episode, Judgement, Turn, Workflow
 from verl_masopd.workflows.problem import Problem
 from verl_masopd.workflows.tools import Tool
@@ -300,7 +300,7 @@ class RolloutManager:
         """u, the token ids of what `agent` sees at `turn` in the context layout, and its cut.
 
         A context over `max_prompt_len` loses tokens from the middle of its history, as the
-        teacher's contexts do (`verl_masopd.context`), so the policy is sampled from exactly the
+        teacher's contexts do (`verl_masopd.tokens.context`), so the policy is sampled from exactly the
         context it is trained on and x_r without p_t is u.
         """
         ids, cut = self.contexts.student(episode, agent, turn, self.max_prompt_len)

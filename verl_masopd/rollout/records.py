@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from verl_masopd.context import NO_CUT, Cut
+from verl_masopd.tokens.context import NO_CUT, Cut
 from verl_masopd.workflows.base import Episode, Judgement
 from verl_masopd.workflows.problem import Problem
 
@@ -54,7 +54,7 @@ class Sample:
     sampled response_ids[i] and 0 on observation tokens; `rollout_log_probs[i]`:
     log π_sample(response_ids[i] | u, ...) on generated tokens, 0 on observation tokens.
     `finish_reason`: "stop" (eos), "length" (max new tokens) or "failed" (empty response after
-    the bounded retries). `context_cut`: the truncation rule's cut of u (verl_masopd.context);
+    the bounded retries). `context_cut`: the truncation rule's cut of u (verl_masopd.tokens.context);
     `tool_calls`: the calls inside the response; `teacher`: the teacher's scores, once scored;
     `judge`: the judge's 0–1 score of the reply, once judged (teacher/judging.py); `version`: the
     weight version of its policy that sampled it (the oldest, when an update landed mid-response).

@@ -4,7 +4,7 @@ generate on (workflows/tools.py for the protocol).
 For every request whose agent has a tool, generation runs with the tool's stop strings. A segment
 whose text contains one is a call: the tool runs on the reply so far, which ends exactly at the
 call's stop string (in a thread, bounded by the tool's `timeout_s`), its observation is encoded as
-text (`verl_masopd.chat.encode_text`: no control token, whatever it prints), clipped to
+text (`verl_masopd.tokens.chat.encode_text`: no control token, whatever it prints), clipped to
 `max_observation_tokens` and to the room left, and appended; the request goes back to its policy's
 backend with the whole sequence so far as its prompt. Budgets, per response:
 
@@ -37,9 +37,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from verl_masopd.chat import encode_text
 from verl_masopd.rollout.backend import Generation, SamplingParams, request_seed
 from verl_masopd.rollout.records import FAILED, LENGTH, ToolUse
+from verl_masopd.tokens.chat import encode_text
 from verl_masopd.workflows.tools import ERROR, OK, OVER_BUDGET, TIMEOUT, TRUNCATED, Observation, Tool
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from verl_masopd.config_errors import ConfigError
+from verl_masopd.options.errors import ConfigError
 from verl_masopd.serving.vllm_cpu import installed_cpu_version, version_problem
 
 HF, VLLM = "hf", "vllm"

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_masopd.config.run import ServingSection, TrainerSection
-from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import CHECKPOINT_LOAD, CHECKPOINT_SAVE, EngineSettings, precision_fields
+from verl_masopd.options.errors import ConfigError
 
 CPU_ROLLOUT = {
     "enable_sleep_mode": False,

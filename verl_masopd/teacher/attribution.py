@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from verl_masopd.chat import encode_messages
 from verl_masopd.rollout.backend import GenerationBackend, SamplingParams
 from verl_masopd.teacher.privileged import reference_text
+from verl_masopd.tokens.chat import encode_messages
 from verl_masopd.workflows.base import HOLD, REVISE, Attribution, Episode, Workflow
 
 ROUTES = ("rules", "model")

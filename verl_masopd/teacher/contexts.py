@@ -10,14 +10,14 @@ rollout encoded them) and every role condition of one response carries the same 
 RAS passes differ in the role condition alone. With b in every context, PAC's block leaves the
 reference out (`pac.reveal_reference` would repeat it).
 
-The layout (`workflow.context_layout`, see `verl_masopd.context`) places the role condition before
+The layout (`workflow.context_layout`, see `verl_masopd.tokens.context`) places the role condition before
 (role_first) or after (role_last) the observation and p_t; the students' contexts use the same
 layout, so x_r without p_t is u.
 
 Truncation (`teacher.max_context_length` = L tokens for context + response): the response y is
 never cut. x_q first loses exactly the history tokens the student's u lost (the cut the rollout
 recorded with the sample, `Sample.context_cut`), then, if |x_q| + |y| still exceeds L, more from the middle of the
-history (the rule of `verl_masopd.context`). Every truncated context is counted
+history (the rule of `verl_masopd.tokens.context`). Every truncated context is counted
 (`TeacherContext.cut_tokens` > 0).
 """
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_masopd.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.teacher.privileged import privileged_block
 from verl_masopd.teacher.reference import reference_block
+from verl_masopd.tokens.context import NO_CUT, ContextEncoder, Cut
 from verl_masopd.workflows.base import Attribution, Episode, Workflow
 
 
@@ -43,7 +43,7 @@ class TeacherContext:
 
 
 class TeacherContextBuilder:
-    """Builds x_q for recorded turns with the students' chat encoding (`verl_masopd.chat`)."""
+    """Builds x_q for recorded turns with the students' chat encoding (`verl_masopd.tokens.chat`)."""
 
     def __init__(
         self,

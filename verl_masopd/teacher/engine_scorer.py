@@ -36,7 +36,7 @@ import torch
 from verl import DataProto
 
 from verl_masopd.teacher.scoring import ScoreRequest, TopKScores
-from verl_masopd.token_layout import prompt_response_tensors
+from verl_masopd.tokens.layout import prompt_response_tensors
 
 
 class LogProbEngine(Protocol):
@@ -69,7 +69,7 @@ class AdapterOff:
 
 
 def scoring_batch(requests: Sequence[ScoreRequest], pad_id: int) -> DataProto:
-    """The rows of `requests` in the token layout (`verl_masopd.token_layout`): contexts as prompts."""
+    """The rows of `requests` in the token layout (`verl_masopd.tokens.layout`): contexts as prompts."""
     return DataProto.from_dict(
         tensors=prompt_response_tensors([r.context_ids for r in requests], [r.response_ids for r in requests], pad_id)
     )

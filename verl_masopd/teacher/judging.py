@@ -27,9 +27,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from verl_masopd.chat import encode_messages, encode_text
 from verl_masopd.rollout.records import FAILED, EpisodeResult
 from verl_masopd.teacher.scoring import ScoreRequest, TeacherScorer
+from verl_masopd.tokens.chat import encode_messages, encode_text
 from verl_masopd.workflows.base import Workflow
 
 

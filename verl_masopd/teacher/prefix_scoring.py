@@ -1,7 +1,7 @@
 """Teacher scoring that computes a shared context prefix once, many responses per packed forward.
 
 The RAS passes of one response y score y after x_r and after each contrasting x_q; under the
-role_last layout (`verl_masopd.context`) these contexts share the observation and p_t as a token
+role_last layout (`verl_masopd.tokens.context`) these contexts share the observation and p_t as a token
 prefix s. A group is the requests of one response: s (their longest common prefix, at most
 min |x_q| − 1 tokens, so that the last context token, which predicts y_1, is in every branch) and
 the branches x_q = s ⊕ c_q form one tree row

@@ -39,7 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verl_masopd.config_errors import require
+from verl_masopd.options.errors import require
 
 SECTION = "distillation.teacher_models"
 ROUTING = ("data_source", "role")

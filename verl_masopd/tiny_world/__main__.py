@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from verl_masopd.folder_install import install
-from verl_masopd.tiny_models import build_tokenizer
+from verl_masopd.files.install import install
 from verl_masopd.tiny_world.builder import RECIPES, recipe
+from verl_masopd.tiny_world.models import build_tokenizer
 from verl_masopd.tiny_world.pretrain import BUCKETED_BATCHES, PRECISIONS, SIZES, pretrain
 from verl_masopd.tiny_world.pretrain_state import load_state, save_state
 from verl_masopd.tiny_world.search_tasks import write_search_data

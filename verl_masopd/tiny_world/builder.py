@@ -21,9 +21,9 @@ import json
 import random
 from dataclasses import dataclass
 
-from verl_masopd.tiny_models import build_tokenizer
 from verl_masopd.tiny_world.code_demos import CodeDemonstrations
 from verl_masopd.tiny_world.demos import MathDemonstrations
+from verl_masopd.tiny_world.models import build_tokenizer
 from verl_masopd.tiny_world.pretrain import SEARCH_SIZE, SIZES, WORLD_SIZE, Schedule, collate
 from verl_masopd.tiny_world.search_demos import SearchDemonstrations
 from verl_masopd.workflows.search import CASCADED, HIERARCHICAL

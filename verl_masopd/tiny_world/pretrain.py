@@ -31,8 +31,8 @@ import torch
 from tqdm import tqdm
 from transformers import Qwen3ForCausalLM
 
-from verl_masopd.chat import encode_messages
-from verl_masopd.tiny_models import new_model
+from verl_masopd.tiny_world.models import new_model
+from verl_masopd.tokens.chat import encode_messages
 
 IGNORE = -100
 WORLD_SIZE = dict(

@@ -37,10 +37,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_masopd.chat import encode_text
 from verl_masopd.retrieval.index import build_index
 from verl_masopd.tiny_world.search_kb import knowledge_base, write_corpus
 from verl_masopd.tiny_world.search_tasks import VALIDATION_START, SearchTask, golden_answers, task
+from verl_masopd.tokens.chat import encode_text
 from verl_masopd.workflows import make_workflow
 from verl_masopd.workflows.base import Agent, Episode
 from verl_masopd.workflows.problem import QA, Problem

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from verl_masopd.file_digest import folder_sha256, sha256
+from verl_masopd.files.digest import folder_sha256, sha256
 
 WEIGHTS = Path(__file__).parent / "weights"
 MODELS = ("student", "teacher")

@@ -31,9 +31,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from verl_masopd.algos.marft_critic import MarftCritic
 from verl_masopd.algos.token_classes import TokenClassifier
 from verl_masopd.config.run import FROZEN, LIVE, LORA_BASE, REFERENCE, DataSection, RunConfig, build_workflow
-from verl_masopd.config_errors import ConfigError, require
 from verl_masopd.engine.policy import Policy
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
+from verl_masopd.options.errors import ConfigError, require
 from verl_masopd.rollout.backend import GenerationBackend
 from verl_masopd.rollout.hf_backend import HFBackend
 from verl_masopd.rollout.manager import RolloutManager

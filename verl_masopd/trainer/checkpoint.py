@@ -61,8 +61,8 @@ import torch
 from omegaconf import OmegaConf
 
 from verl_masopd.config.run import RESUME_MODES, TrainerSection
-from verl_masopd.config_errors import ConfigError, require
-from verl_masopd.file_digest import relative_files, sha256_of
+from verl_masopd.files.digest import relative_files, sha256_of
+from verl_masopd.options.errors import ConfigError, require
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import tempfile
 from dataclasses import replace
 
 from verl_masopd.config.run import EnginesSection
-from verl_masopd.config_errors import ConfigError
 from verl_masopd.engine.policy_engine import EngineSettings, PolicyEngine
+from verl_masopd.options.errors import ConfigError
 
 WORKER_ENV = ("VERL_PLATFORM", "RAY_AUTH_MODE", "TOKENIZERS_PARALLELISM")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from verl_masopd.cli_args import positive_seconds
+from verl_masopd.cli.args import positive_seconds
 from verl_masopd.verify import math_equal
 from verl_masopd.verify.equivalence import ANSWER_CHECK_TIMEOUT_S
 from verl_masopd.verify.qa_match import MODES, answer_matches

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
 
-CONFIG_FILE = Path(__file__).resolve().parent / "config" / "masopd_trainer.yaml"
+CONFIG_FILE = Path(__file__).resolve().parents[1] / "config" / "masopd_trainer.yaml"
 T = TypeVar("T")
 
 

@@ -11,7 +11,7 @@ layout arranges the messages (p_t goes at the end of the observation):
 A chat template that inserts a default system message before a leading user message (SmolLM2's)
 would give role_last two system messages, its default and instruction_q; under such a template
 role_last sends instruction_q as a user message after the observation, so the context holds one
-system message (`verl_masopd.chat.inserts_default_system`).
+system message (`verl_masopd.tokens.chat.inserts_default_system`).
 
 Without p_t, x_r is u in either layout. Under role_last every role condition q of one response
 shares the whole observation and p_t as a token prefix, which a key/value cache (or a server's
@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from verl_masopd.chat import encode_messages, inserts_default_system
+from verl_masopd.tokens.chat import encode_messages, inserts_default_system
 from verl_masopd.workflows.base import Agent, Episode, Workflow
 
 LAYOUTS = ("role_first", "role_last")
@@ -99,7 +99,7 @@ def apply_cut(ids: list[int], span: tuple[int, int], cut: Cut) -> list[int]:
 
 
 class ContextEncoder:
-    """Encodes the contexts of recorded turns with the students' chat encoding (`verl_masopd.chat`)."""
+    """Encodes the contexts of recorded turns with the students' chat encoding (`verl_masopd.tokens.chat`)."""
 
     def __init__(self, workflow: Workflow, tokenizer, layout: str = "role_first"):
         arrange([{"role": "user", "content": ""}], layout)

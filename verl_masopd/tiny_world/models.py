@@ -3,7 +3,7 @@ Qwen3-architecture causal LMs, built with no network and deterministically from 
 
 Tests and the embedded default run on these; real runs point at real checkpoints by path.
 
-    python -m verl_masopd.tiny_models --out DIR --size tiny --seed 0
+    python -m verl_masopd.tiny_world.models --out DIR --size tiny --seed 0
 """
 
 from __future__ import annotations
