@@ -149,7 +149,12 @@ def test_a_recipe_variant_has_its_own_fingerprint_and_the_default_keeps_its_own(
     assert longer.schedule.lr_at(8000) > default.schedule.lr_at(7999)  # the decay stretched over 9000 steps
     assert recipe("math", size="world").fingerprint() == default.fingerprint()
     assert len({default.fingerprint(), longer.fingerprint(), recipe("math", size="search").fingerprint()}) == 3
-    assert recipe("search", size="search-deep").size["num_hidden_layers"] == 6
+    assert recipe("search").size["num_hidden_layers"] == 6  # the search world ships the deeper size
+    shipped = recipe("search", teacher_steps=20000, size="search-deep", precision="fp32").fingerprint()
+    assert recipe("search").fingerprint() == shipped
+    # the earlier search pair (the first search comparison's) is rebuilt by options: its builder
+    earlier = recipe("search", teacher_steps=5000, size="search", precision="bf16")
+    assert earlier.fingerprint() == "1a4ecb450ea215ba"
     with pytest.raises(ValueError, match="no model size 'huge'"):
         recipe("math", size="huge")
 

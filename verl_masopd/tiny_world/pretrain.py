@@ -2,8 +2,8 @@
 
 One run from `seed`: a Qwen3-architecture model of `WORLD_SIZE` (~0.33M parameters, the
 project's byte-level tokenizer; at a fixed CPU budget the smallest of the probed sizes learnt the
-most; the search world's `SEARCH_SIZE` is ~0.46M; all `SIZES` have heads of 32, as vLLM's CPU
-attention needs) learns replies given contexts,
+most; the search world's `SEARCH_DEEP_SIZE` is ~0.73M, its earlier `SEARCH_SIZE` ~0.46M; all
+`SIZES` have heads of 32, as vLLM's CPU attention needs) learns replies given contexts,
 with the loss on reply tokens only,
 
     L(θ) = − Σ_{(x, y) ∈ batch} Σ_{k ∈ T(y)} log π_θ(y_k | x, y_<k) / Σ_{(x, y) ∈ batch} |T(y)|,
@@ -43,7 +43,7 @@ WORLD_SIZE = dict(
     num_key_value_heads=1,
     head_dim=32,
 )
-# the search world's, ~0.46M parameters
+# the search world's earlier size, ~0.46M parameters
 SEARCH_SIZE = dict(
     hidden_size=96,
     intermediate_size=256,
@@ -53,7 +53,7 @@ SEARCH_SIZE = dict(
     head_dim=32,
 )
 # deeper, and a key/value head per query head (~0.73M parameters): room for the attention that
-# copies a fact out of the right one of several retrieved passages (`build --size search-deep`)
+# copies a fact out of the right one of several retrieved passages; the search world's shipped size
 SEARCH_DEEP_SIZE = dict(SEARCH_SIZE, num_hidden_layers=6, num_key_value_heads=3)
 SIZES = {"world": WORLD_SIZE, "search": SEARCH_SIZE, "search-deep": SEARCH_DEEP_SIZE}
 PRECISIONS = ("bf16", "fp32")
