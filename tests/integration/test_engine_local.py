@@ -52,6 +52,21 @@ def test_forward_only_engine_scores_like_transformers(hf_log_probs, tiny_teacher
         teacher.train_mini_batch(batch, policy_loss())
 
 
+def test_a_bfloat16_teacher_holds_bfloat16_weights_and_scores_as_the_float32_copy_would(
+    tiny_teacher_path, make_policy_batch
+):
+    """A forward-only engine in bfloat16 loads its weights in bfloat16 (no master copy to keep);
+    a trainable engine in bfloat16 keeps float32 weights and casts them for each forward: the
+    same bfloat16 weights, so the same log-probs up to the last bit of a bfloat16 log-prob
+    (8 bits of mantissa: a relative 2^-7 at most, one step of 2^-5 at −6)."""
+    batch = make_policy_batch(PROMPT_LENGTHS, RESPONSE_LENGTHS, seed=4)
+    teacher = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, forward_only=True, dtype="bfloat16"))
+    trainable = PolicyEngine.local(EngineSettings(model_path=tiny_teacher_path, dtype="bfloat16"))
+    assert {t.dtype for t in teacher.hf_state_dict().values()} == {torch.bfloat16}
+    assert {t.dtype for t in trainable.hf_state_dict().values()} == {torch.float32}
+    torch.testing.assert_close(teacher.infer_batch(batch), trainable.infer_batch(batch), atol=2**-7, rtol=2**-7)
+
+
 def test_train_mini_batch_updates_weights_and_export(
     hf_log_probs, student, tiny_model_path, make_policy_batch, tmp_path
 ):

@@ -146,10 +146,15 @@ class EngineSettings:
 
 
 def precision_fields(settings: EngineSettings) -> dict:
-    """The FSDP engine's precision fields for `settings`: float32 master weights, compute in `dtype`."""
+    """The FSDP engine's precision fields for `settings`: float32 master weights, compute in `dtype`.
+
+    A forward-only engine (a teacher, a reference) has no optimizer and so no master weights: in
+    bfloat16 it loads its weights in bfloat16 (as verl's own forward-only default does), half the
+    memory, and computes what the float32 copy cast to bfloat16 for every forward would."""
+    half = settings.forward_only and settings.dtype == "bfloat16"
     return {
         "dtype": settings.dtype,
-        "model_dtype": "fp32",
+        "model_dtype": "bf16" if half else "fp32",
         "mixed_precision": {"param_dtype": DTYPES[settings.dtype], "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
     }
 
