@@ -48,12 +48,50 @@ def smollm2_path() -> str:
     return str(folder)
 
 
+# Modules that start vLLM servers, their own Ray cluster or a real model's conversion: with the local
+# Ray's users (`ray_local`) they form the `heavy` group, which one xdist worker runs one test after
+# another (two of them side by side outgrow the machine's memory, and vLLM pins its threads to cores).
+HEAVY_MODULES = {
+    "test_eval_vllm.py",
+    "test_hybrid_policy.py",
+    "test_models_fetch.py",
+    "test_placement_multinode.py",
+    "test_real_model_training.py",
+    "test_teacher_server_scoring.py",
+    "test_trainer_vllm_cpu.py",
+}
+
+
+# Modules that assert wall-clock bounds (sandbox limits, worker time-outs, overlap): marked `serial`,
+# which scripts/test.sh runs on its own before the parallel run, on an otherwise idle machine.
+TIMED_MODULES = {
+    "test_sandbox_containment.py",
+    "test_sandbox_load.py",
+    "test_sandbox_timing.py",
+    "test_teacher_overlap.py",
+    "test_verify_workers.py",
+}
+
+
+def is_heavy(item) -> bool:
+    return item.path.name in HEAVY_MODULES or "ray_local" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(items):
     """Every test that uses SmolLM2 (`smollm2_path`, directly or through another fixture) is marked
-    real_model: `-m real_model` runs them all, `-m "not real_model"` skips them."""
+    real_model: `-m real_model` runs them all, `-m "not real_model"` skips them. The timed tests
+    are marked serial.
+
+    The heavy tests join the xdist group `heavy` and come first, so that under `-n 2 --dist
+    loadgroup` (scripts/test.sh) one worker runs them from the start while the other takes the rest."""
     for item in items:
         if "smollm2_path" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.real_model)
+        if item.path.name in TIMED_MODULES:
+            item.add_marker(pytest.mark.serial)
+        if is_heavy(item):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
+    items.sort(key=lambda item: not is_heavy(item))
 
 
 @pytest.fixture(scope="session")
