@@ -45,7 +45,16 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     # The real-model tests fetch and convert a GGUF (python -m verl_masopd.models), which needs `gguf`.
-    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout", "pytest-xdist>=3.5", "ruff>=0.6", "gguf>=0.10"],
+    # pytest 9.2 derives a test's id from its structure, so pytest-xdist 3.8's `--dist loadgroup`, which
+    # renames ids to group them, has no effect there: the heavy tests would run side by side.
+    "test": [
+        "pytest>=8,<9.2",
+        "pytest-asyncio>=0.23",
+        "pytest-timeout",
+        "pytest-xdist>=3.5",
+        "ruff>=0.6",
+        "gguf>=0.10",
+    ],
     # python -m verl_masopd.models fetch: transformers reads GGUF files through the `gguf` package.
     "real": ["gguf>=0.10"],
     # verl 0.9.1's tested GPU stack by its own extras, so that its pins (torch, vLLM, transformers,

@@ -77,6 +77,7 @@ def is_heavy(item) -> bool:
     return item.path.name in HEAVY_MODULES or "ray_local" in getattr(item, "fixturenames", ())
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     """Every test that uses SmolLM2 (`smollm2_path`, directly or through another fixture) is marked
     real_model: `-m real_model` runs them all, `-m "not real_model"` skips them. The timed tests
