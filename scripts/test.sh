@@ -12,14 +12,12 @@ bash "$root/scripts/setup_env.sh"
 bash "$root/scripts/setup_vllm.sh"
 cd "$root"
 python="$root/.venv/bin/python"
-status=0
-"$python" -m pytest tests/unit tests/integration -m serial -p no:xdist "$@" || status=$?
-timed=$status
-status=0
-"$python" -m pytest tests/unit tests/integration -m "not serial" -n 2 --dist loadgroup "$@" || status=$?
-rest=$status
+timed=0
+"$python" -m pytest tests/unit tests/integration -m serial -p no:xdist "$@" || timed=$?
+rest=0
+"$python" -m pytest tests/unit tests/integration -m "not serial" -n 2 --dist loadgroup "$@" || rest=$?
 # pytest exits 5 when it selected no test: fine for one run, not for both.
-if { [ "$timed" -ne 0 ] && [ "$timed" -ne 5 ]; } || { [ "$rest" -ne 0 ] && [ "$rest" -ne 5 ]; } \
-    || { [ "$timed" -eq 5 ] && [ "$rest" -eq 5 ]; }; then
-    exit 1
-fi
+for status in "$timed" "$rest"; do
+    [ "$status" -eq 0 ] || [ "$status" -eq 5 ] || exit "$status"
+done
+[ "$timed" -eq 0 ] || [ "$rest" -eq 0 ]

@@ -73,10 +73,6 @@ TIMED_MODULES = {
 }
 
 
-def is_heavy(item) -> bool:
-    return item.path.name in HEAVY_MODULES or "ray_local" in getattr(item, "fixturenames", ())
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     """Every test that uses SmolLM2 (`smollm2_path`, directly or through another fixture) is marked
@@ -90,9 +86,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.real_model)
         if item.path.name in TIMED_MODULES:
             item.add_marker(pytest.mark.serial)
-        if is_heavy(item):
+        if item.path.name in HEAVY_MODULES or "ray_local" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("heavy"))
-    items.sort(key=lambda item: not is_heavy(item))
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
 
 
 @pytest.fixture(scope="session")
